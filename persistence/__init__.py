@@ -1,0 +1,35 @@
+"""Where idempotency records live: the record model, the store contract and its backends.
+
+``persistence`` never imports ``consumer``; bring your own store by implementing
+:class:`PersistenceLayer`.
+"""
+
+from persistence._attributes import MAX_ITEM_BYTES, AttributeNames, record_size
+from persistence._base import PersistenceLayer
+from persistence._errors import (
+    IdempotencyError,
+    ItemTooLargeError,
+    LockLostError,
+    PersistenceLayerError,
+)
+from persistence._record import IdempotencyRecord, RecordStatus, new_lease
+from persistence.dynamodb import DynamoDBPersistenceLayer
+from persistence.memory import InMemoryPersistenceLayer
+from persistence.sqlite import SQLitePersistenceLayer
+
+__all__ = [
+    "MAX_ITEM_BYTES",
+    "AttributeNames",
+    "DynamoDBPersistenceLayer",
+    "IdempotencyError",
+    "IdempotencyRecord",
+    "InMemoryPersistenceLayer",
+    "ItemTooLargeError",
+    "LockLostError",
+    "PersistenceLayer",
+    "PersistenceLayerError",
+    "RecordStatus",
+    "SQLitePersistenceLayer",
+    "new_lease",
+    "record_size",
+]

@@ -1,0 +1,96 @@
+"""The idempotency record and its status."""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from dataclasses import dataclass
+
+MS_PER_SECOND = 1000
+
+
+class RecordStatus(str, enum.Enum):
+    """Where a record is in its life.
+
+    Only ``IN_PROGRESS`` and ``COMPLETE`` are ever stored. ``EXPIRED`` is derived from the record's
+    timestamps by :meth:`IdempotencyRecord.effective_status` (and used as a filter by operators).
+    """
+
+    IN_PROGRESS = "IN_PROGRESS"
+    COMPLETE = "COMPLETE"
+    EXPIRED = "EXPIRED"
+
+
+def new_lease() -> str:
+    """Return a fresh fencing token (uuid4 hex)."""
+    return uuid.uuid4().hex
+
+
+@dataclass(frozen=True, slots=True)
+class IdempotencyRecord:
+    """One key's state in the store.
+
+    Attributes:
+        key: ``"{key_prefix}#{hash}"``.
+        status: ``IN_PROGRESS`` or ``COMPLETE``.
+        expires_at: Epoch seconds after which the record no longer counts (the TTL attribute).
+        in_progress_expires_at: Epoch milliseconds: the lock deadline of an ``IN_PROGRESS`` record.
+        lease: Fencing token of the holder that wrote the record; new on every acquire.
+        response: JSON text of the result (``COMPLETE`` only); ``None`` when it was not stored.
+        payload_hash: Hash of the payload-validation selection, if validation is configured.
+    """
+
+    key: str
+    status: RecordStatus
+    expires_at: int
+    in_progress_expires_at: int | None = None
+    lease: str = ""
+    response: str | None = None
+    payload_hash: str | None = None
+
+    @classmethod
+    def in_progress(
+        cls,
+        key: str,
+        *,
+        expires_at: int,
+        lock_deadline_ms: int,
+        payload_hash: str | None = None,
+    ) -> IdempotencyRecord:
+        """Build the record an acquire writes, with a new lease.
+
+        The record's ``expires_at`` is never earlier than its lock deadline: otherwise a short expiry
+        window would let a second invocation take over a lock that is still live.
+
+        Args:
+            key: The idempotency key.
+            expires_at: Epoch seconds when the record expires (``now + expires_after_seconds``).
+            lock_deadline_ms: Epoch milliseconds when the lock may be taken over.
+            payload_hash: Hash of the payload-validation selection, if any.
+        """
+        deadline_s = -(-lock_deadline_ms // MS_PER_SECOND)  # ceiling division
+        return cls(
+            key=key,
+            status=RecordStatus.IN_PROGRESS,
+            expires_at=max(expires_at, deadline_s),
+            in_progress_expires_at=lock_deadline_ms,
+            lease=new_lease(),
+            payload_hash=payload_hash,
+        )
+
+    def is_expired(self, now_ms: int) -> bool:
+        """Whether the expiry window has passed (``expires_at < now``, in seconds)."""
+        return self.expires_at < now_ms // MS_PER_SECOND
+
+    def is_lock_expired(self, now_ms: int) -> bool:
+        """Whether this is an ``IN_PROGRESS`` record whose lock deadline has passed."""
+        deadline = self.in_progress_expires_at
+        return self.status is RecordStatus.IN_PROGRESS and deadline is not None and deadline < now_ms
+
+    def can_be_acquired(self, now_ms: int) -> bool:
+        """Whether an acquire at ``now_ms`` may overwrite this record (the acquire condition)."""
+        return self.is_expired(now_ms) or self.is_lock_expired(now_ms)
+
+    def effective_status(self, now_ms: int) -> RecordStatus:
+        """The status with expiry applied: ``EXPIRED`` once ``expires_at`` has passed."""
+        return RecordStatus.EXPIRED if self.is_expired(now_ms) else self.status

@@ -1,0 +1,302 @@
+"""The production store: a DynamoDB table, one conditional write per transition."""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import TYPE_CHECKING, Any
+
+from persistence._attributes import AttributeNames, check_size
+from persistence._base import lock_lost, require_status, require_stored_status
+from persistence._errors import PersistenceLayerError
+from persistence._record import MS_PER_SECOND, IdempotencyRecord, RecordStatus
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    import boto3
+    from botocore.config import Config
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+Item = dict[str, Any]
+_CONDITION_FAILED = "ConditionalCheckFailedException"
+
+
+class DynamoDBPersistenceLayer:
+    """Records in a DynamoDB table (partition key ``id`` by default, TTL on ``expiration``).
+
+    The boto3 client is created on first use (so importing costs nothing) and shared by all threads.
+
+    Example:
+        >>> from persistence import DynamoDBPersistenceLayer
+        >>> store = DynamoDBPersistenceLayer(table_name="IdempotencyTable")
+        >>> store.table_name
+        'IdempotencyTable'
+    """
+
+    def __init__(
+        self,
+        table_name: str,
+        *,
+        key_attr: str = "id",
+        expiry_attr: str = "expiration",
+        in_progress_expiry_attr: str = "in_progress_expiration",
+        status_attr: str = "status",
+        data_attr: str = "data",
+        validation_key_attr: str = "validation",
+        lease_attr: str = "lease",
+        sort_key_attr: str | None = None,
+        static_pk_value: str | None = None,
+        boto3_client: DynamoDBClient | None = None,
+        boto3_session: boto3.session.Session | None = None,
+        boto_config: Config | None = None,
+    ) -> None:
+        """Configure the store; nothing is sent until the first call.
+
+        Args:
+            table_name: The table's name.
+            key_attr: Partition key attribute.
+            expiry_attr: TTL attribute (epoch seconds).
+            in_progress_expiry_attr: Lock deadline attribute (epoch milliseconds).
+            status_attr: Status attribute.
+            data_attr: Stored result attribute.
+            validation_key_attr: Payload-validation hash attribute.
+            lease_attr: Fencing token attribute.
+            sort_key_attr: Set on a composite-key table: the idempotency key goes here and the partition
+                key holds ``static_pk_value``.
+            static_pk_value: Partition key value on a composite-key table; defaults to
+                ``"idempotency#{AWS_LAMBDA_FUNCTION_NAME}"``.
+            boto3_client: A DynamoDB client to use as is.
+            boto3_session: A session to create the client from.
+            boto_config: A botocore config for the client this store creates.
+        """
+        if sort_key_attr is not None and sort_key_attr == key_attr:
+            raise ValueError(f"sort_key_attr must differ from key_attr ({key_attr!r})")
+        self.table_name = table_name
+        self.names = AttributeNames(
+            key=sort_key_attr or key_attr,
+            expires_at=expiry_attr,
+            in_progress_expires_at=in_progress_expiry_attr,
+            status=status_attr,
+            response=data_attr,
+            payload_hash=validation_key_attr,
+            lease=lease_attr,
+        )
+        self.partition_key_attr = key_attr
+        self.sort_key_attr = sort_key_attr
+        default_pk = f"idempotency#{os.environ.get('AWS_LAMBDA_FUNCTION_NAME', '')}"
+        self.static_pk_value = static_pk_value or default_pk
+        self._client = boto3_client
+        self._session = boto3_session
+        self._config = boto_config
+        self._client_lock = threading.Lock()
+
+    @property
+    def client(self) -> DynamoDBClient:
+        """The boto3 DynamoDB client (created once, thread-safe)."""
+        if self._client is None:
+            with self._client_lock:
+                if self._client is None:
+                    self._client = self._create_client()
+        return self._client
+
+    def _create_client(self) -> DynamoDBClient:
+        import boto3  # noqa: PLC0415 - imported on first use to keep cold starts short
+        from botocore.config import Config  # noqa: PLC0415
+
+        session = self._session or boto3.session.Session()
+        config = self._config or Config(retries={"mode": "standard"})
+        return session.client("dynamodb", config=config)
+
+    # -- item mapping -------------------------------------------------------------------------------
+
+    def _key(self, key: str) -> Item:
+        if self.sort_key_attr is None:
+            return {self.partition_key_attr: {"S": key}}
+        return {self.partition_key_attr: {"S": self.static_pk_value}, self.sort_key_attr: {"S": key}}
+
+    def _to_item(self, record: IdempotencyRecord) -> Item:
+        n = self.names
+        item: Item = {
+            **self._key(record.key),
+            n.status: {"S": record.status.value},
+            n.expires_at: {"N": str(record.expires_at)},
+            n.lease: {"S": record.lease},
+        }
+        optional = {
+            n.in_progress_expires_at: ("N", record.in_progress_expires_at),
+            n.response: ("S", record.response),
+            n.payload_hash: ("S", record.payload_hash),
+        }
+        item.update({name: {kind: str(v)} for name, (kind, v) in optional.items() if v is not None})
+        return item
+
+    def _from_item(self, item: Item) -> IdempotencyRecord:
+        n = self.names
+
+        def text(name: str) -> str | None:
+            value = item.get(name)
+            return None if value is None else str(value["S"])
+
+        deadline = item.get(n.in_progress_expires_at)
+        return IdempotencyRecord(
+            key=str(item[n.key]["S"]),
+            status=RecordStatus(item[n.status]["S"]),
+            expires_at=int(item[n.expires_at]["N"]),
+            in_progress_expires_at=None if deadline is None else int(deadline["N"]),
+            lease=text(n.lease) or "",
+            response=text(n.response),
+            payload_hash=text(n.payload_hash),
+        )
+
+    def _check_size(self, record: IdempotencyRecord) -> None:
+        extra = 0 if self.sort_key_attr is None else len(self.partition_key_attr) + len(self.static_pk_value)
+        check_size(record, self.names, extra_bytes=extra)
+
+    # -- requests -----------------------------------------------------------------------------------
+
+    def _write(self, operation: str, key: str, **request: Any) -> Item | None:
+        """Send one conditional write. Return ``None`` on success, the current item when the condition failed."""
+        from botocore.exceptions import BotoCoreError, ClientError  # noqa: PLC0415 - lazy, see _create_client
+
+        method = getattr(self.client, operation)
+        try:
+            method(TableName=self.table_name, ReturnValuesOnConditionCheckFailure="ALL_OLD", **request)
+        except ClientError as e:
+            if e.response.get("Error", {}).get("Code") != _CONDITION_FAILED:
+                raise PersistenceLayerError(f"DynamoDB {operation} failed for {key!r}: {e}", key=key) from e
+            item: Item = e.response.get("Item") or {}  # type: ignore[assignment]
+            return item
+        except BotoCoreError as e:
+            raise PersistenceLayerError(f"DynamoDB {operation} failed for {key!r}: {e}", key=key) from e
+        return None
+
+    def _existing(self, item: Item) -> IdempotencyRecord | None:
+        # DynamoDB returns the blocking item with the failure; an empty one means it is gone.
+        return self._from_item(item) if item else None
+
+    def acquire(self, record: IdempotencyRecord, now_ms: int) -> IdempotencyRecord | None:
+        """See :meth:`persistence.PersistenceLayer.acquire`. One PutItem."""
+        require_status(record, RecordStatus.IN_PROGRESS, "acquire")
+        self._check_size(record)
+        n = self.names
+        # PutItem(IN_PROGRESS, new lease)
+        #   IF attribute_not_exists(key)                                   -- never seen
+        #   OR expires_at < now_s                                          -- expired
+        #   OR (status = IN_PROGRESS AND in_progress_expires_at < now_ms)  -- holder missed its deadline
+        #   ELSE ConditionalCheckFailed + ALL_OLD  ─> the blocking record, same round trip
+        blocking = self._write(
+            "put_item",
+            record.key,
+            Item=self._to_item(record),
+            ConditionExpression="attribute_not_exists(#k) OR #e < :now_s OR (#s = :ip AND #d < :now_ms)",
+            ExpressionAttributeNames={"#k": n.key, "#e": n.expires_at, "#s": n.status, "#d": n.in_progress_expires_at},
+            ExpressionAttributeValues={
+                ":now_s": {"N": str(now_ms // MS_PER_SECOND)},
+                ":now_ms": {"N": str(now_ms)},
+                ":ip": {"S": RecordStatus.IN_PROGRESS.value},
+            },
+        )
+        if blocking is None:
+            return None
+        if blocking:
+            return self._from_item(blocking)
+        # The condition failed but no item came back (a server without ReturnValuesOnConditionCheckFailure):
+        # read it; if it vanished meanwhile, the key is free again.
+        existing = self.get(record.key)
+        return existing if existing is not None else self.acquire(record, now_ms)
+
+    def complete(self, record: IdempotencyRecord) -> None:
+        """See :meth:`persistence.PersistenceLayer.complete`. One UpdateItem."""
+        require_status(record, RecordStatus.COMPLETE, "complete")
+        self._check_size(record)
+        n = self.names
+        names = {"#s": n.status, "#e": n.expires_at, "#d": n.in_progress_expires_at, "#l": n.lease}
+        values: Item = {
+            ":done": {"S": RecordStatus.COMPLETE.value},
+            ":exp": {"N": str(record.expires_at)},
+            ":lease": {"S": record.lease},
+            ":ip": {"S": RecordStatus.IN_PROGRESS.value},
+        }
+        sets, removes = ["#s = :done", "#e = :exp"], ["#d"]
+        for alias, name, value in (("#r", n.response, record.response), ("#v", n.payload_hash, record.payload_hash)):
+            names[alias] = name
+            if value is None:
+                removes.append(alias)
+            else:
+                sets.append(f"{alias} = :{alias[1:]}")
+                values[f":{alias[1:]}"] = {"S": value}
+        # UpdateItem SET COMPLETE, response, expiry  IF lease = :mine AND status = IN_PROGRESS
+        #   ELSE ConditionalCheckFailed + ALL_OLD  ─> LockLostError(existing_record)
+        blocking = self._write(
+            "update_item",
+            record.key,
+            Key=self._key(record.key),
+            UpdateExpression=f"SET {', '.join(sets)} REMOVE {', '.join(removes)}",
+            ConditionExpression="#l = :lease AND #s = :ip",
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+        )
+        if blocking is not None:
+            raise lock_lost("complete", record.key, self._existing(blocking))
+
+    def release(self, key: str, lease: str) -> None:
+        """See :meth:`persistence.PersistenceLayer.release`. One DeleteItem."""
+        # DeleteItem  IF lease = :mine   ELSE ConditionalCheckFailed + ALL_OLD ─> LockLostError
+        blocking = self._write(
+            "delete_item",
+            key,
+            Key=self._key(key),
+            ConditionExpression="#l = :lease",
+            ExpressionAttributeNames={"#l": self.names.lease},
+            ExpressionAttributeValues={":lease": {"S": lease}},
+        )
+        if blocking is not None:
+            raise lock_lost("release", key, self._existing(blocking))
+
+    def _read(self, operation: str, key: str | None, **request: Any) -> Item:
+        from botocore.exceptions import BotoCoreError, ClientError  # noqa: PLC0415 - lazy, see _create_client
+
+        try:
+            response: Item = getattr(self.client, operation)(TableName=self.table_name, **request)
+        except (ClientError, BotoCoreError) as e:
+            raise PersistenceLayerError(f"DynamoDB {operation} failed for {key!r}: {e}", key=key) from e
+        return response
+
+    def get(self, key: str) -> IdempotencyRecord | None:
+        """See :meth:`persistence.PersistenceLayer.get`. One consistent GetItem."""
+        item = self._read("get_item", key, Key=self._key(key), ConsistentRead=True).get("Item")
+        return None if item is None else self._from_item(item)
+
+    def delete(self, key: str) -> bool:
+        """See :meth:`persistence.PersistenceLayer.delete`. One DeleteItem."""
+        return "Attributes" in self._read("delete_item", key, Key=self._key(key), ReturnValues="ALL_OLD")
+
+    def scan(self, status: RecordStatus | None = None, limit: int | None = None) -> Iterator[IdempotencyRecord]:
+        """See :meth:`persistence.PersistenceLayer.scan`. Paginates; a filter applies after each page."""
+        require_stored_status(status)
+        filters, names, values = [], {}, {}
+        if status is not None:
+            filters.append("#s = :s")
+            names["#s"], values[":s"] = self.names.status, {"S": status.value}
+        if self.sort_key_attr is not None:
+            filters.append("#pk = :pk")
+            names["#pk"], values[":pk"] = self.partition_key_attr, {"S": self.static_pk_value}
+        request: Item = {}
+        if filters:
+            request = {"FilterExpression": " AND ".join(filters), "ExpressionAttributeNames": names,
+                       "ExpressionAttributeValues": values}  # fmt: skip
+        return self._scan_pages(request, limit)
+
+    def _scan_pages(self, request: Item, limit: int | None) -> Iterator[IdempotencyRecord]:
+        yielded = 0
+        while limit is None or yielded < limit:
+            page = self._read("scan", None, **request)
+            for item in page.get("Items", []):
+                if limit is not None and yielded >= limit:
+                    return
+                yielded += 1
+                yield self._from_item(item)
+            if "LastEvaluatedKey" not in page:
+                return
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]

@@ -1,0 +1,77 @@
+"""An in-process store for users' unit tests."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import threading
+from typing import TYPE_CHECKING
+
+from persistence._attributes import check_size
+from persistence._base import lock_lost, require_status, require_stored_status
+from persistence._record import IdempotencyRecord, RecordStatus
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+
+class InMemoryPersistenceLayer:
+    """A thread-safe dictionary with the same conditional semantics as the real stores.
+
+    Example:
+        >>> from persistence import InMemoryPersistenceLayer
+        >>> store = InMemoryPersistenceLayer()
+        >>> store.get("local#abc") is None
+        True
+    """
+
+    def __init__(self) -> None:
+        """Create an empty store."""
+        self._records: dict[str, IdempotencyRecord] = {}
+        self._lock = threading.Lock()
+
+    def acquire(self, record: IdempotencyRecord, now_ms: int) -> IdempotencyRecord | None:
+        """See :meth:`persistence.PersistenceLayer.acquire`."""
+        require_status(record, RecordStatus.IN_PROGRESS, "acquire")
+        check_size(record)
+        with self._lock:
+            existing = self._records.get(record.key)
+            if existing is not None and not existing.can_be_acquired(now_ms):
+                return existing
+            self._records[record.key] = record
+            return None
+
+    def complete(self, record: IdempotencyRecord) -> None:
+        """See :meth:`persistence.PersistenceLayer.complete`."""
+        require_status(record, RecordStatus.COMPLETE, "complete")
+        check_size(record)
+        with self._lock:
+            existing = self._records.get(record.key)
+            if existing is None or existing.lease != record.lease or existing.status is not RecordStatus.IN_PROGRESS:
+                raise lock_lost("complete", record.key, existing)
+            self._records[record.key] = dataclasses.replace(record, in_progress_expires_at=None)
+
+    def release(self, key: str, lease: str) -> None:
+        """See :meth:`persistence.PersistenceLayer.release`."""
+        with self._lock:
+            existing = self._records.get(key)
+            if existing is None or existing.lease != lease:
+                raise lock_lost("release", key, existing)
+            del self._records[key]
+
+    def get(self, key: str) -> IdempotencyRecord | None:
+        """See :meth:`persistence.PersistenceLayer.get`."""
+        with self._lock:
+            return self._records.get(key)
+
+    def delete(self, key: str) -> bool:
+        """See :meth:`persistence.PersistenceLayer.delete`."""
+        with self._lock:
+            return self._records.pop(key, None) is not None
+
+    def scan(self, status: RecordStatus | None = None, limit: int | None = None) -> Iterator[IdempotencyRecord]:
+        """See :meth:`persistence.PersistenceLayer.scan`."""
+        require_stored_status(status)
+        with self._lock:
+            records = [r for r in self._records.values() if status is None or r.status is status]
+        return itertools.islice(records, limit)

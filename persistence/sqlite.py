@@ -1,0 +1,173 @@
+"""The embedded store: one SQLite file, safe across threads and processes on one host."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from persistence._attributes import check_size
+from persistence._base import lock_lost, require_status, require_stored_status
+from persistence._errors import PersistenceLayerError
+from persistence._record import MS_PER_SECOND, IdempotencyRecord, RecordStatus
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+DEFAULT_PATH = ".idempotency.sqlite3"
+_COLUMNS = "key, status, expires_at, in_progress_expires_at, lease, response, payload_hash"
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS records (
+    key TEXT PRIMARY KEY,
+    status TEXT NOT NULL,
+    expires_at INTEGER NOT NULL,
+    in_progress_expires_at INTEGER,
+    lease TEXT NOT NULL,
+    response TEXT,
+    payload_hash TEXT
+)
+"""
+# acquire:  INSERT new IN_PROGRESS row
+#           └─ key exists ─> overwrite only WHERE expires_at < now_s
+#                                        OR (status = IN_PROGRESS AND in_progress_expires_at < now_ms)
+#           changes() = 0 ─> read the blocking row in the same transaction and return it
+_ACQUIRE = """
+INSERT INTO records (key, status, expires_at, in_progress_expires_at, lease, response, payload_hash)
+VALUES (?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT(key) DO UPDATE SET
+    status = excluded.status, expires_at = excluded.expires_at,
+    in_progress_expires_at = excluded.in_progress_expires_at, lease = excluded.lease,
+    response = excluded.response, payload_hash = excluded.payload_hash
+WHERE records.expires_at < ? OR (records.status = 'IN_PROGRESS' AND records.in_progress_expires_at < ?)
+"""
+# complete: UPDATE to COMPLETE  WHERE lease = mine AND status = IN_PROGRESS   (0 rows ─> LockLostError)
+_COMPLETE = """
+UPDATE records SET status = ?, expires_at = ?, in_progress_expires_at = NULL, response = ?, payload_hash = ?
+WHERE key = ? AND lease = ? AND status = 'IN_PROGRESS'
+"""
+# release:  DELETE  WHERE lease = mine   (0 rows ─> LockLostError)
+_RELEASE = "DELETE FROM records WHERE key = ? AND lease = ?"
+
+
+def _row_to_record(row: tuple[str, str, int, int | None, str, str | None, str | None]) -> IdempotencyRecord:
+    key, status, expires_at, deadline, lease, response, payload_hash = row
+    return IdempotencyRecord(key, RecordStatus(status), expires_at, deadline, lease, response, payload_hash)
+
+
+class SQLitePersistenceLayer:
+    """Records in a SQLite file (WAL mode); the embedded default for local runs and demos.
+
+    Each write is one statement inside ``BEGIN IMMEDIATE``, so the conditional semantics hold between
+    threads and between processes sharing the file. Each thread (and each forked process) gets its own
+    connection.
+
+    Example:
+        >>> import tempfile, os
+        >>> from persistence import SQLitePersistenceLayer
+        >>> store = SQLitePersistenceLayer(os.path.join(tempfile.mkdtemp(), "idempotency.sqlite3"))
+        >>> store.get("local#abc") is None
+        True
+    """
+
+    def __init__(self, path: str | os.PathLike[str] = DEFAULT_PATH, *, timeout_seconds: float = 30.0) -> None:
+        """Open (lazily) the store at ``path``; the file and table are created on first use.
+
+        Args:
+            path: The SQLite file.
+            timeout_seconds: How long a write waits for another writer's lock before failing.
+        """
+        self.path = Path(path)
+        self._timeout = timeout_seconds
+        self._local = threading.local()
+
+    def _connection(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None or getattr(self._local, "pid", None) != os.getpid():
+            try:
+                conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None)
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.execute(_SCHEMA)
+            except sqlite3.Error as e:
+                raise PersistenceLayerError(f"cannot open the SQLite store {str(self.path)!r}: {e}") from e
+            self._local.conn, self._local.pid = conn, os.getpid()
+        return conn
+
+    @contextlib.contextmanager
+    def _transaction(self, key: str | None, *, write: bool = True) -> Iterator[sqlite3.Connection]:
+        conn = self._connection()
+        try:
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+        except sqlite3.Error as e:
+            raise PersistenceLayerError(f"SQLite store failed on {key!r}: {e}", key=key) from e
+
+    def acquire(self, record: IdempotencyRecord, now_ms: int) -> IdempotencyRecord | None:
+        """See :meth:`persistence.PersistenceLayer.acquire`."""
+        require_status(record, RecordStatus.IN_PROGRESS, "acquire")
+        check_size(record)
+        values = (record.key, record.status.value, record.expires_at, record.in_progress_expires_at,
+                  record.lease, record.response, record.payload_hash)  # fmt: skip
+        with self._transaction(record.key) as conn:
+            if conn.execute(_ACQUIRE, (*values, now_ms // MS_PER_SECOND, now_ms)).rowcount == 1:
+                return None
+            return self._select(conn, record.key)
+
+    def complete(self, record: IdempotencyRecord) -> None:
+        """See :meth:`persistence.PersistenceLayer.complete`."""
+        require_status(record, RecordStatus.COMPLETE, "complete")
+        check_size(record)
+        values = (record.status.value, record.expires_at, record.response, record.payload_hash,
+                  record.key, record.lease)  # fmt: skip
+        with self._transaction(record.key) as conn:
+            if conn.execute(_COMPLETE, values).rowcount == 1:
+                return
+            existing = self._select(conn, record.key)
+        raise lock_lost("complete", record.key, existing)
+
+    def release(self, key: str, lease: str) -> None:
+        """See :meth:`persistence.PersistenceLayer.release`."""
+        with self._transaction(key) as conn:
+            if conn.execute(_RELEASE, (key, lease)).rowcount == 1:
+                return
+            existing = self._select(conn, key)
+        raise lock_lost("release", key, existing)
+
+    def get(self, key: str) -> IdempotencyRecord | None:
+        """See :meth:`persistence.PersistenceLayer.get`."""
+        with self._transaction(key, write=False) as conn:
+            return self._select(conn, key)
+
+    def delete(self, key: str) -> bool:
+        """See :meth:`persistence.PersistenceLayer.delete`."""
+        with self._transaction(key) as conn:
+            return conn.execute("DELETE FROM records WHERE key = ?", (key,)).rowcount == 1
+
+    def scan(self, status: RecordStatus | None = None, limit: int | None = None) -> Iterator[IdempotencyRecord]:
+        """See :meth:`persistence.PersistenceLayer.scan`."""
+        require_stored_status(status)
+        sql = f"SELECT {_COLUMNS} FROM records WHERE (? IS NULL OR status = ?) ORDER BY key LIMIT ?"  # noqa: S608 - constant columns
+        wanted = None if status is None else status.value
+        with self._transaction(None, write=False) as conn:
+            rows = conn.execute(sql, (wanted, wanted, -1 if limit is None else limit)).fetchall()
+        return iter([_row_to_record(row) for row in rows])
+
+    def close(self) -> None:
+        """Close this thread's connection (others close when their threads end)."""
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    @staticmethod
+    def _select(conn: sqlite3.Connection, key: str) -> IdempotencyRecord | None:
+        row = conn.execute(f"SELECT {_COLUMNS} FROM records WHERE key = ?", (key,)).fetchone()  # noqa: S608 - constant columns
+        return None if row is None else _row_to_record(row)
