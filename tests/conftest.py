@@ -1,0 +1,93 @@
+"""Fixtures shared by every test: the DynamoDB Local server and a store of each backend."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+import dynamodb_local
+from persistence import DynamoDBPersistenceLayer, InMemoryPersistenceLayer, SQLitePersistenceLayer
+
+# No test may reach real AWS, whatever the developer's environment holds.
+for _name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+    os.environ.pop(_name, None)
+os.environ.update(AWS_DEFAULT_REGION="us-east-1", AWS_ACCESS_KEY_ID="local", AWS_SECRET_ACCESS_KEY="local")
+os.environ.pop("AWS_LAMBDA_FUNCTION_NAME", None)
+os.environ.pop("IDEMPOTENCY_DISABLED", None)
+
+
+@pytest.fixture(scope="session")
+def ddb_server() -> Iterator[dynamodb_local.DynamoDBLocal]:
+    server = dynamodb_local.start()
+    yield server
+    server.stop()
+
+
+@dataclass(frozen=True)
+class StoreFactory:
+    """Builds a store of one backend; picklable, so worker processes can build their own."""
+
+    backend: str
+    options: dict[str, Any] = field(default_factory=dict)
+    endpoint_url: str | None = None
+
+    def __call__(self) -> Any:
+        if self.backend == "memory":
+            return _shared_memory_store(self.options["id"])
+        if self.backend == "sqlite":
+            return SQLitePersistenceLayer(self.options["path"])
+        assert self.endpoint_url is not None
+        return DynamoDBPersistenceLayer(boto3_client=dynamodb_local.client_for(self.endpoint_url), **self.options)
+
+    @property
+    def multiprocess(self) -> bool:
+        return self.backend != "memory"
+
+
+_MEMORY_STORES: dict[str, InMemoryPersistenceLayer] = {}
+
+
+def _shared_memory_store(store_id: str) -> InMemoryPersistenceLayer:
+    return _MEMORY_STORES.setdefault(store_id, InMemoryPersistenceLayer())
+
+
+CUSTOM_NAMES = {
+    "key_attr": "pk",
+    "expiry_attr": "ttl",
+    "in_progress_expiry_attr": "lock_until",
+    "status_attr": "state",
+    "data_attr": "result",
+    "validation_key_attr": "hash",
+    "lease_attr": "token",
+}
+BACKENDS = ["memory", "sqlite", "dynamodb", "dynamodb-composite", "dynamodb-custom-names"]
+
+
+@pytest.fixture(params=BACKENDS)
+def store_factory(request: pytest.FixtureRequest, tmp_path) -> StoreFactory:
+    backend: str = request.param
+    if backend == "memory":
+        return StoreFactory("memory", {"id": request.node.nodeid})
+    if backend == "sqlite":
+        return StoreFactory("sqlite", {"path": str(tmp_path / "idempotency.sqlite3")})
+    server: dynamodb_local.DynamoDBLocal = request.getfixturevalue("ddb_server")
+    options: dict[str, Any] = {}
+    if backend == "dynamodb-composite":
+        options = {"sort_key_attr": "sk", "static_pk_value": "idempotency#orders"}
+        options["table_name"] = server.create_table(key_attr="id", sort_key_attr="sk")
+    elif backend == "dynamodb-custom-names":
+        options = dict(CUSTOM_NAMES)
+        options["table_name"] = server.create_table(key_attr="pk")
+    else:
+        options["table_name"] = server.create_table()
+    return StoreFactory("dynamodb", options, server.endpoint_url)
+
+
+@pytest.fixture
+def store(store_factory: StoreFactory) -> Any:
+    return store_factory()
+
