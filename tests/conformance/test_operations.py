@@ -6,9 +6,9 @@ import dataclasses
 import json
 
 import pytest
+from records import NOW_MS, done, lock
 
 from persistence import MAX_ITEM_BYTES, ItemTooLargeError, RecordStatus
-from records import NOW_MS, done, lock
 
 RESULTS = [0, "", [], False, None, {}, 0.5, "żółć ☃ 🚀", {"nested": {"list": [1, "two", None]}}, -(2**63)]
 

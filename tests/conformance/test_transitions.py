@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from records import HOUR_S, NOW_MS, NOW_S, done, lock
 
 from persistence import IdempotencyRecord, LockLostError, RecordStatus
-from records import HOUR_S, NOW_MS, NOW_S, done, lock
 
 
 class TestAcquire:

@@ -1,0 +1,97 @@
+"""Hypothesis state machine: holders with a jumping clock never both hold a live lock, and a stale
+holder's write is always refused. The store must agree with a reference model at every step."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
+from records import NOW_MS, done
+
+from persistence import IdempotencyRecord, LockLostError, RecordStatus
+
+HOLDERS = st.sampled_from(["a", "b", "c"])
+
+
+class LockMachine(RuleBasedStateMachine):
+    store = None  # set per backend by the test
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.key = f"sm-{uuid.uuid4().hex}"
+        self.now_ms = NOW_MS
+        self.model: IdempotencyRecord | None = None
+        self.held: dict[str, IdempotencyRecord] = {}  # the last record each holder acquired
+        self.believers: set[str] = set()  # holders who acquired and have not finished
+
+    @rule(
+        holder=HOLDERS,
+        lock_ms=st.sampled_from([500, 1000, 60_000]),
+        expires_s=st.sampled_from([1, 60, 3600]),
+    )
+    def acquire(self, holder, lock_ms, expires_s):
+        record = IdempotencyRecord.in_progress(
+            self.key, expires_at=self.now_ms // 1000 + expires_s, lock_deadline_ms=self.now_ms + lock_ms
+        )
+        free = self.model is None or self.model.can_be_acquired(self.now_ms)
+        existing = self.store.acquire(record, self.now_ms)
+        if free:
+            assert existing is None
+            self.model, self.held[holder] = record, record
+            self.believers = {holder}
+        else:
+            assert existing == self.model
+
+    @precondition(lambda self: self.held)
+    @rule(holder=HOLDERS, response=st.sampled_from(["0", '""', "[]", "false", "null", '"ü"']))
+    def complete(self, holder, response):
+        held = self.held.get(holder)
+        if held is None:
+            return
+        mine = self.model is not None and self.model.lease == held.lease
+        ours = mine and self.model.status is RecordStatus.IN_PROGRESS
+        record = done(held, response, expires_at=self.now_ms // 1000 + 60)
+        if ours:
+            self.store.complete(record)
+            self.model = dataclasses.replace(record, in_progress_expires_at=None)
+        else:
+            with pytest.raises(LockLostError):
+                self.store.complete(record)
+        self.believers.discard(holder)
+
+    @precondition(lambda self: self.held)
+    @rule(holder=HOLDERS)
+    def release(self, holder):
+        held = self.held.get(holder)
+        if held is None:
+            return
+        if self.model is not None and self.model.lease == held.lease:
+            self.store.release(self.key, held.lease)
+            self.model = None
+        else:
+            with pytest.raises(LockLostError):
+                self.store.release(self.key, held.lease)
+        self.believers.discard(holder)
+
+    @rule(ms=st.one_of(st.integers(0, 2_000), st.integers(50_000, 70_000), st.just(3_700_000)))
+    def tick(self, ms):
+        self.now_ms += ms
+
+    @invariant()
+    def store_agrees_with_the_model(self):
+        assert self.store.get(self.key) == self.model
+
+    @invariant()
+    def at_most_one_live_holder(self):
+        live = [h for h in self.believers if self.held[h].in_progress_expires_at >= self.now_ms]
+        assert len(live) <= 1, live
+
+
+def test_lock_state_machine(race_factory):
+    machine = type("LockMachineOnStore", (LockMachine,), {"store": race_factory()})
+    examples = 20 if race_factory.backend == "dynamodb" else 60
+    run_state_machine_as_test(machine, settings=settings(max_examples=examples, stateful_step_count=25, deadline=None))

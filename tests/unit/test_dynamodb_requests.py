@@ -1,0 +1,102 @@
+"""The DynamoDB requests each store call makes: counted with a botocore event hook against DynamoDB
+Local, and the exact acquire request asserted with botocore's Stubber."""
+
+from __future__ import annotations
+
+import pytest
+from botocore.exceptions import ClientError
+from botocore.stub import Stubber
+from records import NOW_MS, done, lock
+
+from persistence import DynamoDBPersistenceLayer, LockLostError, PersistenceLayerError
+
+
+@pytest.fixture
+def counted(ddb_server):
+    client = ddb_server.client()
+    sent: list[str] = []
+    client.meta.events.register(
+        "before-send.dynamodb.*",
+        lambda request, **_: sent.append(request.headers["X-Amz-Target"].decode().split(".")[-1]),
+    )
+    return DynamoDBPersistenceLayer(table_name=ddb_server.create_table(), boto3_client=client), sent
+
+
+def test_first_time_record_is_two_requests(counted):
+    store, sent = counted
+    held = lock("k")
+    assert store.acquire(held, NOW_MS) is None
+    store.complete(done(held))
+    assert sent == ["PutItem", "UpdateItem"]
+
+
+def test_duplicate_is_one_request_returning_the_record(counted):
+    store, sent = counted
+    held = lock("k")
+    store.acquire(held, NOW_MS)
+    store.complete(done(held, '"result"'))
+    sent.clear()
+    assert store.acquire(lock("k"), NOW_MS).response == '"result"'
+    assert sent == ["PutItem"]
+
+
+def test_failed_body_is_two_requests_and_stale_release_one(counted):
+    store, sent = counted
+    held = lock("k")
+    store.acquire(held, NOW_MS)
+    store.release("k", held.lease)
+    assert sent == ["PutItem", "DeleteItem"]
+    sent.clear()
+    with pytest.raises(LockLostError):
+        store.release("k", held.lease)
+    assert sent == ["DeleteItem"]
+
+
+def test_client_is_created_lazily():
+    store = DynamoDBPersistenceLayer(table_name="t")
+    assert store._client is None
+
+
+def test_acquire_sends_one_conditional_put_with_all_old():
+    store = DynamoDBPersistenceLayer(table_name="IdempotencyTable")
+    held = lock("fn#abc")
+    with Stubber(store.client) as stub:
+        stub.add_response(
+            "put_item",
+            {},
+            {
+                "TableName": "IdempotencyTable",
+                "Item": {
+                    "id": {"S": "fn#abc"},
+                    "status": {"S": "IN_PROGRESS"},
+                    "expiration": {"N": str(held.expires_at)},
+                    "in_progress_expiration": {"N": str(held.in_progress_expires_at)},
+                    "lease": {"S": held.lease},
+                },
+                "ConditionExpression": "attribute_not_exists(#k) OR #e < :now_s OR (#s = :ip AND #d < :now_ms)",
+                "ExpressionAttributeNames": {
+                    "#k": "id",
+                    "#e": "expiration",
+                    "#s": "status",
+                    "#d": "in_progress_expiration",
+                },
+                "ExpressionAttributeValues": {
+                    ":now_s": {"N": str(NOW_MS // 1000)},
+                    ":now_ms": {"N": str(NOW_MS)},
+                    ":ip": {"S": "IN_PROGRESS"},
+                },
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            },
+        )
+        assert store.acquire(held, NOW_MS) is None
+        stub.assert_no_pending_responses()
+
+
+def test_storage_failure_names_the_key_and_chains_the_cause():
+    store = DynamoDBPersistenceLayer(table_name="IdempotencyTable")
+    with Stubber(store.client) as stub:
+        stub.add_client_error("put_item", "ProvisionedThroughputExceededException", "slow down", expected_params=None)
+        with pytest.raises(PersistenceLayerError, match="fn#abc") as caught:
+            store.acquire(lock("fn#abc"), NOW_MS)
+    assert caught.value.key == "fn#abc"
+    assert isinstance(caught.value.__cause__, ClientError)
