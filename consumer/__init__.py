@@ -1,0 +1,49 @@
+"""What runs records: the guard, its configuration, key selection and the decorators.
+
+Example:
+    >>> from consumer import IdempotencyGuard, IdempotencyConfig, AlreadyProcessed
+    >>> from persistence import InMemoryPersistenceLayer
+    >>> store, config = InMemoryPersistenceLayer(), IdempotencyConfig(event_key_jmespath="messageId")
+    >>> with IdempotencyGuard({"messageId": "m-1"}, store=store, config=config) as guard:
+    ...     guard.result = "charged"
+"""
+
+from consumer._context import Clock, LambdaContext, current_lambda_context, register_lambda_context
+from consumer._errors import (
+    AlreadyProcessed,
+    IdempotencyAlreadyInProgressError,
+    IdempotencyConfigError,
+    IdempotencyKeyError,
+    IdempotencyValidationError,
+)
+from consumer._serde import canonical_json
+from consumer.config import IdempotencyConfig, ResponseHook
+from consumer.decorators import idempotent, idempotent_function
+from consumer.guard import IdempotencyGuard, idempotency_disabled
+from consumer.keys import DEFAULT_KEY_EXPRESSIONS, make_key
+from persistence import IdempotencyError, ItemTooLargeError, LockLostError, PersistenceLayerError
+
+__all__ = [
+    "DEFAULT_KEY_EXPRESSIONS",
+    "AlreadyProcessed",
+    "Clock",
+    "IdempotencyAlreadyInProgressError",
+    "IdempotencyConfig",
+    "IdempotencyConfigError",
+    "IdempotencyError",
+    "IdempotencyGuard",
+    "IdempotencyKeyError",
+    "IdempotencyValidationError",
+    "ItemTooLargeError",
+    "LambdaContext",
+    "LockLostError",
+    "PersistenceLayerError",
+    "ResponseHook",
+    "canonical_json",
+    "current_lambda_context",
+    "idempotency_disabled",
+    "idempotent",
+    "idempotent_function",
+    "make_key",
+    "register_lambda_context",
+]

@@ -1,0 +1,57 @@
+"""Errors and outcomes of the consumer side; all errors derive from :class:`persistence.IdempotencyError`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from persistence import IdempotencyError
+
+if TYPE_CHECKING:
+    from persistence import IdempotencyRecord
+
+
+class IdempotencyKeyError(IdempotencyError):
+    """The idempotency key could not be selected from the record (missing, or the expression failed)."""
+
+
+class IdempotencyConfigError(IdempotencyError, ValueError):
+    """The configuration is invalid (bad JMESPath, unknown hash function, non-positive duration)."""
+
+
+class IdempotencyAlreadyInProgressError(IdempotencyError):
+    """Another invocation holds a live lock on this key; retry after its deadline.
+
+    ``existing_record.in_progress_expires_at`` is the deadline, in epoch milliseconds.
+    """
+
+
+class IdempotencyValidationError(IdempotencyError):
+    """A record with this key was stored for a different payload (``payload_validation_jmespath``)."""
+
+
+class AlreadyProcessed(Exception):  # noqa: N818 - an outcome, not an error: the record succeeded before
+    """Raised by :meth:`IdempotencyGuard.__enter__` for a record that already completed: the body did not run.
+
+    This is success, not failure; it derives from ``Exception``, not from ``IdempotencyError``.
+
+    Attributes:
+        key: The idempotency key.
+        response: The first run's result (``response_hook`` applied); ``None`` when it was not stored.
+        response_stored: Whether the first run's result was stored (``False`` for unserializable or
+            oversized results, committed without it).
+        record: The stored ``COMPLETE`` record.
+    """
+
+    def __init__(self, key: str, response: Any, record: IdempotencyRecord) -> None:
+        """Build the outcome.
+
+        Args:
+            key: The idempotency key.
+            response: The stored result, decoded.
+            record: The stored record.
+        """
+        super().__init__(f"{key!r} was already processed")
+        self.key = key
+        self.response = response
+        self.response_stored = record.response is not None
+        self.record = record

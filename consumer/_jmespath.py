@@ -1,0 +1,44 @@
+"""JMESPath with the custom functions users need to reach into SQS bodies and Kinesis data."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+from typing import Any
+
+import jmespath
+from jmespath import functions
+
+
+class _Functions(functions.Functions):
+    # Each function has a Powertools alias, so Powertools expressions work unchanged.
+
+    @functions.signature({"types": ["string"]})
+    def _func_json_parse(self, value: str) -> Any:
+        return json.loads(value)
+
+    @functions.signature({"types": ["string"]})
+    def _func_base64_decode(self, value: str) -> str:
+        return base64.b64decode(value, validate=True).decode()
+
+    @functions.signature({"types": ["string"]})
+    def _func_base64_gzip_decode(self, value: str) -> str:
+        return gzip.decompress(base64.b64decode(value, validate=True)).decode()
+
+    _func_powertools_json = _func_json_parse
+    _func_powertools_base64 = _func_base64_decode
+    _func_powertools_base64_gzip = _func_base64_gzip_decode
+
+
+OPTIONS = jmespath.Options(custom_functions=_Functions())
+
+
+def compile_expression(expression: str) -> jmespath.parser.ParsedResult:
+    """Compile ``expression`` (raises ``jmespath.exceptions.ParseError`` when it is not JMESPath)."""
+    return jmespath.compile(expression)
+
+
+def search(expression: jmespath.parser.ParsedResult, data: Any) -> Any:
+    """Evaluate a compiled expression with the custom functions."""
+    return expression.search(data, options=OPTIONS)

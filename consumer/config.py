@@ -1,0 +1,103 @@
+"""What a guard does: which part of the record is the key, how long records live, how locks expire."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+import jmespath.exceptions
+
+from consumer._cache import LocalCache
+from consumer._errors import IdempotencyConfigError
+from consumer._jmespath import compile_expression
+
+if TYPE_CHECKING:
+    from jmespath.parser import ParsedResult
+
+    from persistence import IdempotencyRecord
+
+
+class ResponseHook(Protocol):
+    """Called on a replayed response: ``hook(response, record) -> response``."""
+
+    def __call__(self, response: Any, record: IdempotencyRecord) -> Any:
+        """Return the response to hand back for a duplicate."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class IdempotencyConfig:
+    """How records are keyed, how long they count and how locks expire. Validated on construction.
+
+    Attributes:
+        event_key_jmespath: Selects the key from the record. ``None``: the record's own id (SQS
+            ``messageId``, Kinesis / DynamoDB Streams ``eventID``, EventBridge ``id``), else the whole record.
+        payload_validation_jmespath: Selects the part of the payload that must match between a record and
+            its duplicates; a mismatch raises ``IdempotencyValidationError``.
+        raise_on_no_idempotency_key: Raise ``IdempotencyKeyError`` when the selection is empty, instead of
+            running the record unguarded with a warning.
+        expires_after_seconds: How long a completed record counts.
+        use_local_cache: Keep completed records in an in-process LRU, so a duplicate costs no request.
+        local_cache_max_items: Size of that LRU.
+        hash_function: A :mod:`hashlib` algorithm name.
+        key_prefix: Prefix of every key; defaults to ``AWS_LAMBDA_FUNCTION_NAME``, else ``"local"``.
+        lock_timeout_seconds: Lock lifetime when there is no Lambda context.
+        lock_grace_ms: Added to the Lambda deadline before a lock may be taken over.
+        response_hook: Applied to a replayed response.
+
+    Example:
+        >>> IdempotencyConfig(event_key_jmespath="powertools_json(body).order_id").expires_after_seconds
+        3600
+    """
+
+    event_key_jmespath: str | None = None
+    payload_validation_jmespath: str | None = None
+    raise_on_no_idempotency_key: bool = False
+    expires_after_seconds: int = 3600
+    use_local_cache: bool = False
+    local_cache_max_items: int = 256
+    hash_function: str = "sha256"
+    key_prefix: str | None = None
+    lock_timeout_seconds: int = 60
+    lock_grace_ms: int = 1000
+    response_hook: ResponseHook | None = None
+    key_expression: ParsedResult | None = field(init=False, repr=False, compare=False, default=None)
+    validation_expression: ParsedResult | None = field(init=False, repr=False, compare=False, default=None)
+    local_cache: LocalCache | None = field(init=False, repr=False, compare=False, default=None)
+
+    def __post_init__(self) -> None:
+        """Validate every field and compile the expressions once."""
+        for name in ("expires_after_seconds", "local_cache_max_items", "lock_timeout_seconds"):
+            _require(getattr(self, name) > 0, f"{name} must be positive, got {getattr(self, name)!r}")
+        _require(self.lock_grace_ms >= 0, f"lock_grace_ms must not be negative, got {self.lock_grace_ms!r}")
+        _require(
+            self.hash_function in hashlib.algorithms_guaranteed,
+            f"hash_function {self.hash_function!r} is not one of {sorted(hashlib.algorithms_guaranteed)}",
+        )
+        _require(self.key_prefix != "", "key_prefix must not be empty (use None for the default)")
+        object.__setattr__(self, "key_expression", _compile("event_key_jmespath", self.event_key_jmespath))
+        validation = _compile("payload_validation_jmespath", self.payload_validation_jmespath)
+        object.__setattr__(self, "validation_expression", validation)
+        if self.use_local_cache:
+            object.__setattr__(self, "local_cache", LocalCache(self.local_cache_max_items))
+
+    @property
+    def prefix(self) -> str:
+        """The key prefix in force: ``key_prefix``, else ``AWS_LAMBDA_FUNCTION_NAME``, else ``"local"``."""
+        return self.key_prefix or os.environ.get("AWS_LAMBDA_FUNCTION_NAME") or "local"
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise IdempotencyConfigError(message)
+
+
+def _compile(name: str, expression: str | None) -> ParsedResult | None:
+    if expression is None:
+        return None
+    try:
+        return compile_expression(expression)
+    except jmespath.exceptions.JMESPathError as e:
+        raise IdempotencyConfigError(f"{name} {expression!r} is not valid JMESPath: {e}") from e

@@ -1,0 +1,97 @@
+"""Idempotency keys: select part of a record with JMESPath, serialize it canonically, hash it."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from consumer._errors import IdempotencyKeyError
+from consumer._jmespath import compile_expression, search
+from consumer._serde import canonical_json
+
+if TYPE_CHECKING:
+    from jmespath.parser import ParsedResult
+
+    from consumer.config import IdempotencyConfig
+
+#: The record's own id, by event source, used when no ``event_key_jmespath`` is configured.
+DEFAULT_KEY_EXPRESSIONS = {
+    "sqs": "messageId",
+    "kinesis": "eventID",
+    "dynamodb": "eventID",
+    "eventbridge": "id",
+}
+_MESSAGE_ID, _EVENT_ID, _ID = (compile_expression(e) for e in ("messageId", "eventID", "id"))
+
+
+def default_key_expression(data: Any) -> ParsedResult | None:
+    """The expression selecting a record's own id, recognised from its shape; ``None``: the whole record.
+
+    SQS records carry ``messageId``; Kinesis and DynamoDB Streams records ``eventID``; EventBridge events
+    ``id`` beside ``detail-type``. Hashing the whole record instead would be wrong for SQS: attributes
+    such as ``ApproximateReceiveCount`` change on every delivery.
+    """
+    if isinstance(data, Mapping):
+        if "messageId" in data:
+            return _MESSAGE_ID
+        if "eventID" in data:
+            return _EVENT_ID
+        if "detail-type" in data and "id" in data:
+            return _ID
+    return None
+
+
+def hash_value(value: Any, hash_function: str) -> str:
+    """Hex digest of ``value``'s canonical JSON."""
+    return hashlib.new(hash_function, canonical_json(value).encode()).hexdigest()
+
+
+def _is_empty(selection: Any) -> bool:
+    # 0 and False are valid keys; only "nothing selected" counts as missing.
+    return selection is None or (isinstance(selection, (str, list, dict)) and not selection)
+
+
+def select(expression: ParsedResult, data: Any, what: str) -> Any:
+    """Evaluate ``expression`` on ``data``; a failure (bad JSON, bad base64) is an ``IdempotencyKeyError``."""
+    try:
+        return search(expression, data)
+    except (ValueError, TypeError, UnicodeDecodeError) as e:
+        raise IdempotencyKeyError(f"{what} {expression.expression!r} failed on the record: {e}") from e
+
+
+def make_key(data: Any, config: IdempotencyConfig, prefix: str | None = None) -> str | None:
+    """The key ``"{prefix}#{hash}"`` of ``data``; ``None`` when the selection is empty.
+
+    Args:
+        data: The record (or function argument).
+        config: Selects and hashes.
+        prefix: Overrides ``config.prefix``.
+
+    Raises:
+        IdempotencyKeyError: The expression failed, the selection is not serializable, or it is empty
+            and ``config.raise_on_no_idempotency_key`` is set.
+    """
+    expression = config.key_expression or default_key_expression(data)
+    selection = data if expression is None else select(expression, data, "event_key_jmespath")
+    if _is_empty(selection):
+        if config.raise_on_no_idempotency_key:
+            where = "the record" if expression is None else f"{expression.expression!r}"
+            raise IdempotencyKeyError(f"no idempotency key: {where} selected nothing")
+        return None
+    try:
+        digest = hash_value(selection, config.hash_function)
+    except (TypeError, ValueError) as e:
+        raise IdempotencyKeyError(f"the idempotency key selection cannot be serialized: {e}") from e
+    return f"{prefix or config.prefix}#{digest}"
+
+
+def payload_hash(data: Any, config: IdempotencyConfig) -> str | None:
+    """Hash of the ``payload_validation_jmespath`` selection, or ``None`` when validation is off."""
+    if config.validation_expression is None:
+        return None
+    selection = select(config.validation_expression, data, "payload_validation_jmespath")
+    try:
+        return hash_value(selection, config.hash_function)
+    except (TypeError, ValueError) as e:
+        raise IdempotencyKeyError(f"the payload validation selection cannot be serialized: {e}") from e
