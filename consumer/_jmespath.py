@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import zlib
 from typing import Any
 
 import jmespath
@@ -24,7 +25,11 @@ class _Functions(functions.Functions):
 
     @functions.signature({"types": ["string"]})
     def _func_base64_gzip_decode(self, value: str) -> str:
-        return gzip.decompress(base64.b64decode(value, validate=True)).decode()
+        try:
+            return gzip.decompress(base64.b64decode(value, validate=True)).decode()
+        except (OSError, EOFError, zlib.error) as e:  # BadGzipFile is an OSError
+            msg = f"not gzip data: {e}"
+            raise ValueError(msg) from e
 
     _func_powertools_json = _func_json_parse
     _func_powertools_base64 = _func_base64_decode

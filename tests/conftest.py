@@ -10,6 +10,8 @@ import dynamodb_local
 import pytest
 from stores import StoreFactory
 
+from persistence import DynamoDBPersistenceLayer
+
 # No test may reach real AWS, whatever the developer's environment holds.
 for _name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
     os.environ.pop(_name, None)
@@ -70,3 +72,16 @@ def race_factory(request: pytest.FixtureRequest, tmp_path) -> StoreFactory:
 @pytest.fixture
 def store(store_factory: StoreFactory) -> Any:
     return store_factory()
+
+
+@pytest.fixture
+def counted(ddb_server) -> tuple[Any, list[str]]:
+    """A DynamoDB store on a fresh table, and the list of operations it sends (from a botocore hook)."""
+    client = ddb_server.client()
+    sent: list[str] = []
+
+    def record(request, **_: Any) -> None:
+        sent.append(request.headers["X-Amz-Target"].decode().split(".")[-1])
+
+    client.meta.events.register("before-send.dynamodb.*", record)
+    return DynamoDBPersistenceLayer(table_name=ddb_server.create_table(), boto3_client=client), sent

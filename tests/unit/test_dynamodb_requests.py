@@ -11,17 +11,6 @@ from records import NOW_MS, done, lock
 from persistence import DynamoDBPersistenceLayer, LockLostError, PersistenceLayerError
 
 
-@pytest.fixture
-def counted(ddb_server):
-    client = ddb_server.client()
-    sent: list[str] = []
-    client.meta.events.register(
-        "before-send.dynamodb.*",
-        lambda request, **_: sent.append(request.headers["X-Amz-Target"].decode().split(".")[-1]),
-    )
-    return DynamoDBPersistenceLayer(table_name=ddb_server.create_table(), boto3_client=client), sent
-
-
 def test_first_time_record_is_two_requests(counted):
     store, sent = counted
     held = lock("k")

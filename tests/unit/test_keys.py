@@ -1,0 +1,108 @@
+"""Key selection: JMESPath with custom functions, canonical JSON, default keys per event source."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import decimal
+import gzip
+import hashlib
+import json
+
+import pytest
+
+from consumer import IdempotencyConfig, IdempotencyKeyError, canonical_json, make_key
+
+
+def digest(value) -> str:
+    return hashlib.sha256(canonical_json(value).encode()).hexdigest()
+
+
+def test_key_is_prefix_hash_of_the_canonical_selection():
+    config = IdempotencyConfig(event_key_jmespath="powertools_json(body)")
+    record = {"body": json.dumps({"b": 2, "a": [1, {"z": None, "y": "ü"}]})}
+    assert make_key(record, config) == "local#" + digest({"a": [1, {"y": "ü", "z": None}], "b": 2})
+
+
+def test_equal_payloads_hash_equally_whatever_the_key_order_or_spacing():
+    config = IdempotencyConfig(event_key_jmespath="json_parse(body)")
+    one = make_key({"body": '{"a": 1, "b": [1, 2]}'}, config)
+    two = make_key({"body": '{"b":[1,2],"a":1}'}, config)
+    assert one == two
+    assert make_key({"body": '{"a": 2, "b": [1, 2]}'}, config) != one
+
+
+@pytest.mark.parametrize(
+    ("record", "own_id"),
+    [
+        ({"messageId": "m-1", "eventSource": "aws:sqs", "attributes": {"ApproximateReceiveCount": "3"}}, "m-1"),
+        (
+            {"eventID": "shardId-000:4959", "eventSource": "aws:kinesis", "kinesis": {"data": "e30="}},
+            "shardId-000:4959",
+        ),
+        ({"eventID": "c4ca4238", "eventSource": "aws:dynamodb", "dynamodb": {"Keys": {}}}, "c4ca4238"),
+        ({"id": "e-7", "detail-type": "OrderPlaced", "source": "shop", "detail": {}}, "e-7"),
+    ],
+    ids=["sqs", "kinesis", "dynamodb", "eventbridge"],
+)
+def test_default_key_is_the_records_own_id(record, own_id):
+    assert make_key(record, IdempotencyConfig()) == "local#" + digest(own_id)
+
+
+def test_without_a_known_id_the_whole_record_is_hashed():
+    assert make_key({"order": 1}, IdempotencyConfig()) == "local#" + digest({"order": 1})
+
+
+def test_base64_and_gzip_functions_reach_into_kinesis_data():
+    data = base64.b64encode(json.dumps({"user": "u-1"}).encode()).decode()
+    packed = base64.b64encode(gzip.compress(json.dumps({"user": "u-1"}).encode())).decode()
+    plain = make_key({"d": data}, IdempotencyConfig(event_key_jmespath="powertools_json(powertools_base64(d)).user"))
+    zipped = make_key({"d": packed}, IdempotencyConfig(event_key_jmespath="json_parse(base64_gzip_decode(d)).user"))
+    assert plain == zipped == "local#" + digest("u-1")
+
+
+@pytest.mark.parametrize(
+    ("expression", "record"),
+    [
+        ("json_parse(body).id", {"body": "not json {"}),
+        ("base64_decode(data)", {"data": "***"}),
+        ("base64_gzip_decode(data)", {"data": base64.b64encode(b"not gzip").decode()}),
+    ],
+)
+def test_undecodable_input_is_a_key_error_naming_the_expression(expression, record):
+    with pytest.raises(IdempotencyKeyError, match="event_key_jmespath") as caught:
+        make_key(record, IdempotencyConfig(event_key_jmespath=expression))
+    assert caught.value.__cause__ is not None
+
+
+@pytest.mark.parametrize("selection", [0, False, "0"])
+def test_falsy_values_are_valid_keys(selection):
+    assert make_key({"k": selection}, IdempotencyConfig(event_key_jmespath="k")) is not None
+
+
+@pytest.mark.parametrize("selection", [None, "", [], {}])
+def test_empty_selection_is_no_key(selection):
+    assert make_key({"k": selection}, IdempotencyConfig(event_key_jmespath="k")) is None
+    with pytest.raises(IdempotencyKeyError, match="'k' selected nothing"):
+        make_key({"k": selection}, IdempotencyConfig(event_key_jmespath="k", raise_on_no_idempotency_key=True))
+
+
+def test_function_arguments_of_common_types_are_hashable():
+    @dataclasses.dataclass
+    class Order:
+        id: int
+        amount: decimal.Decimal
+        tags: set[str]
+
+    key = make_key(Order(7, decimal.Decimal("30.50"), {"b", "a"}), IdempotencyConfig())
+    assert key == "local#" + digest({"id": 7, "amount": "30.50", "tags": ["a", "b"]})
+
+
+def test_unserializable_selection_is_a_key_error():
+    with pytest.raises(IdempotencyKeyError, match="cannot be serialized"):
+        make_key({"k": object()}, IdempotencyConfig(event_key_jmespath="k"))
+
+
+def test_other_hash_functions():
+    key = make_key({"messageId": "m"}, IdempotencyConfig(hash_function="blake2b", key_prefix="p"))
+    assert key == "p#" + hashlib.blake2b(b'"m"').hexdigest()
