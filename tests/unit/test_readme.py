@@ -1,0 +1,24 @@
+"""The README's Python blocks run as written, and print what the README says they print."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from pathlib import Path
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+BLOCK = re.compile(r"```python\n(.*?)```(?:\n\n```text\n(.*?)```)?", re.DOTALL)
+
+
+def test_readme_examples_run_and_print_what_they_claim(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    blocks = BLOCK.findall(README.read_text())
+    assert sum(1 for _, expected in blocks if expected) >= 2, "the README's output blocks were not found"
+    namespace: dict[str, object] = {}
+    for code, expected in blocks:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(compile(code, str(README), "exec"), namespace)  # noqa: S102 - our own README
+        if expected:
+            assert out.getvalue() == expected
