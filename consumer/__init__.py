@@ -8,6 +8,7 @@ Example:
     ...     guard.result = "charged"
 """
 
+from consumer._batch_run import Outcome
 from consumer._context import Clock, LambdaContext, current_lambda_context, register_lambda_context
 from consumer._errors import (
     AlreadyProcessed,
@@ -17,8 +18,17 @@ from consumer._errors import (
     IdempotencyValidationError,
 )
 from consumer._serde import canonical_json
+from consumer.batch import (
+    BatchEventError,
+    BatchProcessingError,
+    BatchProcessor,
+    BatchSummary,
+    PartialBatchResponse,
+    process_partial_response,
+)
 from consumer.config import IdempotencyConfig, ResponseHook
 from consumer.decorators import idempotent, idempotent_function
+from consumer.event_sources import DynamoDBStreamRecord, EventType, KinesisRecord, SQSRecord
 from consumer.guard import IdempotencyGuard, idempotency_disabled
 from consumer.keys import DEFAULT_KEY_EXPRESSIONS, make_key
 from persistence import IdempotencyError, ItemTooLargeError, LockLostError, PersistenceLayerError
@@ -26,7 +36,13 @@ from persistence import IdempotencyError, ItemTooLargeError, LockLostError, Pers
 __all__ = [
     "DEFAULT_KEY_EXPRESSIONS",
     "AlreadyProcessed",
+    "BatchEventError",
+    "BatchProcessingError",
+    "BatchProcessor",
+    "BatchSummary",
     "Clock",
+    "DynamoDBStreamRecord",
+    "EventType",
     "IdempotencyAlreadyInProgressError",
     "IdempotencyConfig",
     "IdempotencyConfigError",
@@ -35,15 +51,20 @@ __all__ = [
     "IdempotencyKeyError",
     "IdempotencyValidationError",
     "ItemTooLargeError",
+    "KinesisRecord",
     "LambdaContext",
     "LockLostError",
+    "Outcome",
+    "PartialBatchResponse",
     "PersistenceLayerError",
     "ResponseHook",
+    "SQSRecord",
     "canonical_json",
     "current_lambda_context",
     "idempotency_disabled",
     "idempotent",
     "idempotent_function",
     "make_key",
+    "process_partial_response",
     "register_lambda_context",
 ]

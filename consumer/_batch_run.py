@@ -1,0 +1,134 @@
+"""One invocation's run over a batch: scheduling, ordering, failure propagation, the deadline."""
+
+from __future__ import annotations
+
+import contextvars
+import enum
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from consumer._errors import AlreadyProcessed, IdempotencyAlreadyInProgressError
+from consumer.event_sources import EventType
+from consumer.guard import IdempotencyGuard
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from consumer._context import Clock, LambdaContext
+    from consumer.config import IdempotencyConfig
+    from consumer.event_sources import Record
+    from persistence import PersistenceLayer
+
+
+class Outcome(str, enum.Enum):
+    """What happened to one record of a batch."""
+
+    PROCESSED = "processed"  # ran and committed
+    REPLAYED = "replayed"  # completed before: the stored result stands
+    UNGUARDED = "unguarded"  # ran without an idempotency key
+    FAILED = "failed"  # the handler (or the store) raised
+    IN_PROGRESS = "in_progress"  # another invocation holds its lock
+    SKIPPED = "skipped"  # not run: an earlier record of its group (or batch) failed
+    DEFERRED = "deferred"  # not run: too little time left before the Lambda deadline
+
+    @property
+    def succeeded(self) -> bool:
+        """Whether the record needs no redelivery."""
+        return self in (Outcome.PROCESSED, Outcome.REPLAYED, Outcome.UNGUARDED)
+
+
+@dataclass(slots=True)
+class Item:
+    """One record and what became of it."""
+
+    index: int
+    raw: Mapping[str, Any]
+    record: Record
+    item_id: str
+    group: str | None
+    outcome: Outcome | None = None
+    error: BaseException | None = None
+    result: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunSettings:
+    """The processor's settings, as one run needs them."""
+
+    event_type: EventType
+    store: PersistenceLayer
+    config: IdempotencyConfig | None
+    clock: Clock
+    max_workers: int
+    deadline_margin_ms: int
+    stop_on_first_failure: bool
+    skip_group_on_error: bool
+
+
+@dataclass
+class BatchRun:
+    """Runs the items of one batch through their guards and records each outcome."""
+
+    settings: RunSettings
+    handler: Callable[..., Any]
+    pass_guard: bool
+    context: LambdaContext | None
+    items: list[Item]
+    _stopped: bool = False
+    _failed_groups: set[str] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def run(self) -> None:
+        """Run every item; records sharing an ordering key run one after another, in order."""
+        if self.settings.max_workers == 1:
+            for item in self.items:
+                self._run_item(item)
+            return
+        groups: dict[object, list[Item]] = {}
+        for item in self.items:
+            groups.setdefault(item.index if item.group is None else item.group, []).append(item)
+        with ThreadPoolExecutor(self.settings.max_workers) as pool:
+            futures = [pool.submit(contextvars.copy_context().run, self._run_group, g) for g in groups.values()]
+            for future in futures:
+                future.result()
+
+    def _run_group(self, items: list[Item]) -> None:
+        for item in items:
+            self._run_item(item)
+
+    def _blocked(self, item: Item) -> Outcome | None:
+        with self._lock:
+            if self._stopped or (item.group is not None and item.group in self._failed_groups):
+                return Outcome.SKIPPED
+        if self.context is not None and self.context.get_remaining_time_in_millis() < self.settings.deadline_margin_ms:
+            return Outcome.DEFERRED
+        return None
+
+    def _run_item(self, item: Item) -> None:
+        item.outcome = self._blocked(item)
+        if item.outcome is not None:
+            return
+        s = self.settings
+        try:
+            with IdempotencyGuard(item.raw, store=s.store, config=s.config, context=self.context, clock=s.clock) as g:
+                g.result = self.handler(item.record, g) if self.pass_guard else self.handler(item.record)
+                item.result = g.result
+            item.outcome = Outcome.PROCESSED if g.key is not None else Outcome.UNGUARDED
+        except AlreadyProcessed as done:
+            item.outcome, item.result = Outcome.REPLAYED, done.response
+        except IdempotencyAlreadyInProgressError as e:
+            self._fail(item, Outcome.IN_PROGRESS, e)
+        except Exception as e:  # noqa: BLE001 - any failure of one record is reported, never raised
+            self._fail(item, Outcome.FAILED, e)
+
+    def _fail(self, item: Item, outcome: Outcome, error: BaseException) -> None:
+        item.outcome, item.error = outcome, error
+        s = self.settings
+        with self._lock:
+            if item.group is not None:
+                self._failed_groups.add(item.group)
+            fifo_stops = s.event_type is EventType.SQS_FIFO and not s.skip_group_on_error
+            if fifo_stops or s.stop_on_first_failure:
+                self._stopped = True

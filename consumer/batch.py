@@ -1,0 +1,240 @@
+"""Partial batch responses: each record of an SQS, Kinesis or DynamoDB Streams batch in its own guard."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import json
+import logging
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, TypedDict
+
+from consumer._batch_run import BatchRun, Item, Outcome, RunSettings
+from consumer._context import register_lambda_context, system_clock
+from consumer.event_sources import EventType, item_identifier, ordering_key, parse_record, resolve_event_type
+from persistence import IdempotencyError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from consumer._context import Clock, LambdaContext
+    from consumer.config import IdempotencyConfig
+    from persistence import PersistenceLayer
+
+logger = logging.getLogger("idempotent_consumer")
+_ERRORS_SHOWN = 3  # causes named in a BatchProcessingError's message (all are in .errors)
+
+
+class BatchItemFailure(TypedDict):
+    """One entry of ``batchItemFailures``."""
+
+    itemIdentifier: str
+
+
+class PartialBatchResponse(TypedDict):
+    """What a handler returns with ``FunctionResponseTypes: [ReportBatchItemFailures]``."""
+
+    batchItemFailures: list[BatchItemFailure]
+
+
+class BatchEventError(IdempotencyError, ValueError):
+    """The event as a whole is unusable (no ``Records``, a record without its identifier)."""
+
+
+class BatchProcessingError(IdempotencyError):
+    """Every record of the batch failed. ``errors`` maps each record's identifier to its cause.
+
+    Attributes:
+        errors: ``(item identifier, exception)`` for every failed record.
+        response: The partial batch response that would have been returned.
+    """
+
+    def __init__(self, errors: list[tuple[str, BaseException]], response: PartialBatchResponse) -> None:
+        """Build the error from every record's cause."""
+        shown = "; ".join(f"{item_id}: {error!r}" for item_id, error in errors[:_ERRORS_SHOWN])
+        more = "; ..." if len(errors) > _ERRORS_SHOWN else ""
+        super().__init__(f"all {len(errors)} records failed ({shown}{more})")
+        self.errors = errors
+        self.response = response
+
+
+@dataclass(frozen=True, slots=True)
+class BatchSummary:
+    """What one invocation did with its batch."""
+
+    event_type: str
+    records: int
+    processed: int
+    replayed: int
+    unguarded: int
+    failed: int
+    in_progress: int
+    skipped: int
+    deferred: int
+    duration_ms: float
+
+
+@functools.lru_cache(maxsize=64)
+def _takes_guard(handler: Callable[..., Any]) -> bool:
+    try:
+        params = inspect.signature(handler).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) > 1 or any(p.kind is p.VAR_POSITIONAL for p in params)
+
+
+class BatchProcessor:
+    """Runs each record of a batch inside its own :class:`IdempotencyGuard` and reports the failures.
+
+    A duplicate (``AlreadyProcessed``) counts as success. Any other exception, a live lock held by another
+    invocation included, makes that record a batch item failure. The record handler takes the typed
+    record, and optionally the guard as a second argument (for ``guard.key``).
+
+    Example:
+        >>> from persistence import InMemoryPersistenceLayer
+        >>> processor = BatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer())
+        >>> event = {"Records": [{"messageId": "a", "body": "1"}, {"messageId": "b", "body": "oops"}]}
+        >>> process_partial_response(event, lambda record: int(record.body), processor)
+        {'batchItemFailures': [{'itemIdentifier': 'b'}]}
+        >>> processor.summary.processed, processor.summary.failed
+        (1, 1)
+    """
+
+    def __init__(
+        self,
+        event_type: EventType,
+        *,
+        store: PersistenceLayer,
+        config: IdempotencyConfig | None = None,
+        max_workers: int = 1,
+        deadline_margin_ms: int = 1000,
+        stop_on_first_failure: bool = False,
+        skip_group_on_error: bool = False,
+        raise_on_entire_batch_failure: bool = True,
+        clock: Clock = system_clock,
+    ) -> None:
+        """Configure the processor; reuse it across invocations.
+
+        Args:
+            event_type: The source; ``EventType.SQS`` detects FIFO queues from the ARN.
+            store: Where records live.
+            config: Key selection and timings (by default the record's own id is the key).
+            max_workers: Records run in a thread pool of this size; records sharing an ordering key (FIFO
+                group, Kinesis partition key, DynamoDB item key) still run one after another, in order.
+            deadline_margin_ms: A record is not started with less than this left before the Lambda
+                deadline; it is reported failed instead, so the invocation returns rather than times out.
+            stop_on_first_failure: After any failure, report every record not yet started as failed.
+            skip_group_on_error: SQS FIFO: after a failure, fail only the rest of that message group
+                (default: the rest of the batch).
+            raise_on_entire_batch_failure: Raise ``BatchProcessingError`` when every record failed.
+            clock: Epoch seconds.
+        """
+        if max_workers < 1:
+            raise ValueError(f"max_workers must be at least 1, got {max_workers}")
+        if deadline_margin_ms < 0:
+            raise ValueError(f"deadline_margin_ms must not be negative, got {deadline_margin_ms}")
+        self.event_type = event_type
+        self.raise_on_entire_batch_failure = raise_on_entire_batch_failure
+        self._settings = RunSettings(
+            event_type,
+            store,
+            config,
+            clock,
+            max_workers,
+            deadline_margin_ms,
+            stop_on_first_failure,
+            skip_group_on_error,
+        )
+        self.summary: BatchSummary | None = None
+        self.items: list[Item] = []
+
+    def process(
+        self, event: Mapping[str, Any], record_handler: Callable[..., Any], context: LambdaContext | None = None
+    ) -> PartialBatchResponse:
+        """Process one invocation's batch and return its partial batch response.
+
+        Raises:
+            BatchEventError: The event has no ``Records`` list, or a record lacks its identifier.
+            BatchProcessingError: Every record failed (unless ``raise_on_entire_batch_failure=False``).
+        """
+        started = time.perf_counter()
+        register_lambda_context(context)
+        event_type = resolve_event_type(self.event_type, _records_of(event))
+        self.items = _parse(event_type, _records_of(event))
+        settings = dataclasses.replace(self._settings, event_type=event_type)
+        BatchRun(settings, record_handler, _takes_guard(record_handler), context, self.items).run()
+        failures = [i for i in self.items if i.outcome is None or not i.outcome.succeeded]
+        response: PartialBatchResponse = {"batchItemFailures": [{"itemIdentifier": i.item_id} for i in failures]}
+        self.summary = self._summarize(event_type, (time.perf_counter() - started) * 1000)
+        self._log(failures)
+        if failures and len(failures) == len(self.items) and self.raise_on_entire_batch_failure:
+            errors = [(i.item_id, i.error or RuntimeError(f"not run: {i.outcome}")) for i in failures]
+            raise BatchProcessingError(errors, response)
+        return response
+
+    def _summarize(self, event_type: EventType, duration_ms: float) -> BatchSummary:
+        counts = Counter(item.outcome for item in self.items)
+        return BatchSummary(
+            event_type=event_type.value,
+            records=len(self.items),
+            duration_ms=round(duration_ms, 3),
+            **{outcome.value: counts[outcome] for outcome in Outcome},
+        )
+
+    def _log(self, failures: list[Item]) -> None:
+        summary = self.summary
+        if summary is None or not logger.isEnabledFor(logging.WARNING):
+            return
+        for item in failures:
+            if item.error is not None:
+                logger.warning("record %s failed: %r", item.item_id, item.error)
+        if summary.deferred:
+            logger.warning(
+                "deferred %d records: less than %d ms left before the Lambda deadline",
+                summary.deferred,
+                self._settings.deadline_margin_ms,
+            )
+        if logger.isEnabledFor(logging.INFO):
+            logger.info(json.dumps({"message": "batch processed", **asdict(summary)}))
+
+
+def _records_of(event: Mapping[str, Any]) -> list[Any]:
+    records = event.get("Records") if isinstance(event, dict) else None
+    if not isinstance(records, list):
+        raise BatchEventError("the event has no 'Records' list: is this a batch (SQS, Kinesis, DynamoDB Streams)?")
+    return records
+
+
+def _parse_one(event_type: EventType, index: int, raw: Any) -> Item:
+    try:
+        record = parse_record(event_type, raw)
+    except (KeyError, TypeError, AttributeError) as e:
+        # Without its identifier a record cannot be reported failed: fail the whole invocation so the
+        # batch is redelivered rather than lose it.
+        raise BatchEventError(f"record {index} of the batch is not a {event_type.value} record: missing {e}") from e
+    return Item(index, raw, record, item_identifier(record), ordering_key(record))
+
+
+def _parse(event_type: EventType, raws: list[Any]) -> list[Item]:
+    return [_parse_one(event_type, index, raw) for index, raw in enumerate(raws)]
+
+
+def process_partial_response(
+    event: Mapping[str, Any],
+    record_handler: Callable[..., Any],
+    processor: BatchProcessor,
+    context: LambdaContext | None = None,
+) -> PartialBatchResponse:
+    """Process ``event`` with ``processor`` and return ``{"batchItemFailures": [...]}`` for Lambda.
+
+    Example:
+        >>> from persistence import InMemoryPersistenceLayer
+        >>> processor = BatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer())
+        >>> process_partial_response({"Records": [{"messageId": "a", "body": "{}"}]}, lambda r: None, processor)
+        {'batchItemFailures': []}
+    """
+    return processor.process(event, record_handler, context)

@@ -1,0 +1,180 @@
+"""Event sources: their records as typed objects, the id Lambda expects back, and their ordering keys."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import enum
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Union
+
+from consumer._attribute_values import deserialize_item
+from consumer._serde import canonical_json
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+
+class EventType(str, enum.Enum):
+    """The batch sources the processor reads. ``SQS`` becomes ``SQS_FIFO`` for a ``.fifo`` queue's records."""
+
+    SQS = "sqs"
+    SQS_FIFO = "sqs_fifo"
+    KINESIS = "kinesis"
+    DYNAMODB_STREAMS = "dynamodb"
+
+
+@dataclass(frozen=True, slots=True)
+class SQSRecord:
+    """An SQS message. ``raw`` is the record exactly as Lambda delivered it.
+
+    Attributes:
+        message_id: The message id (what ``batchItemFailures`` names).
+        body: The body text.
+        message_group_id: The FIFO group, ``None`` on a standard queue.
+        receive_count: How many times SQS has delivered the message.
+    """
+
+    raw: Mapping[str, Any]
+    message_id: str
+    body: str
+    message_group_id: str | None
+    receive_count: int
+
+    @property
+    def json_body(self) -> Any:
+        """The body parsed as JSON (parsed on each access)."""
+        return json.loads(self.body)
+
+    @classmethod
+    def from_raw(cls, raw: Mapping[str, Any]) -> SQSRecord:
+        """Wrap a raw SQS record."""
+        attributes = raw.get("attributes") or {}
+        return cls(
+            raw=raw,
+            message_id=raw["messageId"],
+            body=raw.get("body") or "",
+            message_group_id=attributes.get("MessageGroupId"),
+            receive_count=int(attributes.get("ApproximateReceiveCount", 1)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class KinesisRecord:
+    """A Kinesis Data Streams record.
+
+    Attributes:
+        event_id: ``shardId:sequenceNumber``.
+        sequence_number: What ``batchItemFailures`` names; Lambda resumes from the lowest one reported.
+        partition_key: The ordering key.
+    """
+
+    raw: Mapping[str, Any]
+    event_id: str
+    sequence_number: str
+    partition_key: str
+
+    @property
+    def data(self) -> bytes:
+        """The payload, base64-decoded.
+
+        Raises:
+            ValueError: The data is not valid base64 (names the sequence number).
+        """
+        try:
+            return base64.b64decode(self.raw["kinesis"]["data"], validate=True)
+        except (binascii.Error, ValueError) as e:
+            msg = f"Kinesis record {self.sequence_number}: data is not valid base64: {e}"
+            raise ValueError(msg) from e
+
+    @property
+    def text(self) -> str:
+        """The payload as UTF-8 text."""
+        return self.data.decode()
+
+    @property
+    def json_data(self) -> Any:
+        """The payload parsed as JSON."""
+        return json.loads(self.data)
+
+    @classmethod
+    def from_raw(cls, raw: Mapping[str, Any]) -> KinesisRecord:
+        """Wrap a raw Kinesis record."""
+        kinesis = raw["kinesis"]
+        return cls(raw, raw.get("eventID", ""), kinesis["sequenceNumber"], kinesis.get("partitionKey", ""))
+
+
+@dataclass(frozen=True, slots=True)
+class DynamoDBStreamRecord:
+    """A DynamoDB Streams record, with its images as plain dicts (numbers as ``int`` or ``Decimal``).
+
+    Attributes:
+        event_id: The stream record's id.
+        event_name: ``INSERT``, ``MODIFY`` or ``REMOVE``.
+        sequence_number: What ``batchItemFailures`` names.
+        keys: The item's key attributes (the ordering key).
+    """
+
+    raw: Mapping[str, Any]
+    event_id: str
+    event_name: str
+    sequence_number: str
+    keys: dict[str, Any]
+
+    @property
+    def new_image(self) -> dict[str, Any] | None:
+        """The item after the change, if the stream carries it."""
+        image = self.raw["dynamodb"].get("NewImage")
+        return None if image is None else deserialize_item(image)
+
+    @property
+    def old_image(self) -> dict[str, Any] | None:
+        """The item before the change, if the stream carries it."""
+        image = self.raw["dynamodb"].get("OldImage")
+        return None if image is None else deserialize_item(image)
+
+    @classmethod
+    def from_raw(cls, raw: Mapping[str, Any]) -> DynamoDBStreamRecord:
+        """Wrap a raw DynamoDB Streams record."""
+        stream = raw["dynamodb"]
+        keys = deserialize_item(stream.get("Keys") or {})
+        return cls(raw, raw.get("eventID", ""), raw.get("eventName", ""), stream["SequenceNumber"], keys)
+
+
+Record = Union[SQSRecord, KinesisRecord, DynamoDBStreamRecord]
+
+
+def resolve_event_type(event_type: EventType, records: list[Any]) -> EventType:
+    """``SQS`` becomes ``SQS_FIFO`` when the records come from a ``.fifo`` queue."""
+    first = records[0] if records else None
+    if (
+        event_type is EventType.SQS
+        and isinstance(first, dict)
+        and str(first.get("eventSourceARN", "")).endswith(".fifo")
+    ):
+        return EventType.SQS_FIFO
+    return event_type
+
+
+def parse_record(event_type: EventType, raw: Mapping[str, Any]) -> Record:
+    """Wrap ``raw`` as the typed record of ``event_type`` (raises ``KeyError``/``TypeError`` when malformed)."""
+    if event_type in (EventType.SQS, EventType.SQS_FIFO):
+        return SQSRecord.from_raw(raw)
+    if event_type is EventType.KINESIS:
+        return KinesisRecord.from_raw(raw)
+    return DynamoDBStreamRecord.from_raw(raw)
+
+
+def item_identifier(record: Record) -> str:
+    """What Lambda's ``batchItemFailures`` names: SQS ``messageId``, a stream's sequence number."""
+    return record.message_id if isinstance(record, SQSRecord) else record.sequence_number
+
+
+def ordering_key(record: Record) -> str | None:
+    """Records sharing this key run one after another, in order; ``None``: no ordering."""
+    if isinstance(record, SQSRecord):
+        return record.message_group_id
+    if isinstance(record, KinesisRecord):
+        return record.partition_key
+    return canonical_json(record.keys)
