@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import decimal
-from typing import Any, TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping

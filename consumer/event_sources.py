@@ -7,7 +7,7 @@ import binascii
 import enum
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from consumer._attribute_values import deserialize_item
 from consumer._serde import canonical_json
@@ -142,7 +142,7 @@ class DynamoDBStreamRecord:
         return cls(raw, raw.get("eventID", ""), raw.get("eventName", ""), stream["SequenceNumber"], keys)
 
 
-Record = Union[SQSRecord, KinesisRecord, DynamoDBStreamRecord]
+Record: TypeAlias = "SQSRecord | KinesisRecord | DynamoDBStreamRecord"
 
 
 def resolve_event_type(event_type: EventType, records: list[Any]) -> EventType:
