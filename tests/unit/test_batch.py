@@ -1,0 +1,267 @@
+"""The batch processor: partial responses, ordering, failure rules, deadline, summary, bad input."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+
+import pytest
+from events import ddb_record, failures, kinesis_record, sqs_event, sqs_record
+from fakes import FakeClock, FakeContext
+
+from consumer import (
+    BatchEventError,
+    BatchProcessingError,
+    BatchProcessor,
+    EventType,
+    IdempotencyConfig,
+    IdempotencyGuard,
+    IdempotencyKeyError,
+    process_partial_response,
+)
+from persistence import InMemoryPersistenceLayer
+
+
+@pytest.fixture
+def store():
+    return InMemoryPersistenceLayer()
+
+
+def poison_on(*bad):
+    """A handler that records what it ran and raises on the bodies in ``bad``."""
+    ran = []
+
+    def handler(record):
+        payload = record.json_body if hasattr(record, "json_body") else record.json_data
+        ran.append(payload)
+        if payload in bad:
+            raise ValueError(f"poison: {payload}")
+        return {"ok": payload}
+
+    handler.ran = ran
+    return handler
+
+
+class TestSQS:
+    def test_only_failed_records_are_reported(self, store):
+        handler = poison_on(2)
+        event = sqs_event(*(sqs_record(f"m{i}", i) for i in range(1, 4)))
+        processor = BatchProcessor(EventType.SQS, store=store)
+        assert failures(process_partial_response(event, handler, processor)) == ["m2"]
+        assert handler.ran == [1, 2, 3]
+        summary = processor.summary
+        assert (summary.records, summary.processed, summary.failed) == (3, 2, 1)
+
+    def test_redelivered_batch_replays_and_retries_only_the_failure(self, store):
+        event = sqs_event(*(sqs_record(f"m{i}", i) for i in range(1, 4)))
+        processor = BatchProcessor(EventType.SQS, store=store)
+        process_partial_response(event, poison_on(2), processor)
+        handler = poison_on()
+        assert failures(process_partial_response(event, handler, processor)) == []
+        assert handler.ran == [2]
+        assert (processor.summary.replayed, processor.summary.processed) == (2, 1)
+
+    def test_duplicate_inside_one_batch_runs_once(self, store):
+        handler = poison_on()
+        event = sqs_event(sqs_record("m1", 1), sqs_record("m1", 1))
+        processor = BatchProcessor(EventType.SQS, store=store)
+        assert failures(process_partial_response(event, handler, processor)) == []
+        assert handler.ran == [1]
+
+    def test_live_lock_of_another_invocation_is_a_failure(self, store):
+        record = sqs_record("m1", 1)
+        with IdempotencyGuard(record, store=store) as guard:
+            processor = BatchProcessor(EventType.SQS, store=store)
+            response = process_partial_response(sqs_event(record, sqs_record("m2", 2)), poison_on(), processor)
+            guard.result = "first"
+        assert failures(response) == ["m1"]
+        assert processor.summary.in_progress == 1
+
+    def test_handler_can_take_the_guard_for_its_key(self, store):
+        keys = []
+        processor = BatchProcessor(EventType.SQS, store=store)
+        process_partial_response(
+            sqs_event(sqs_record("m1", 1)), lambda record, guard: keys.append(guard.key), processor
+        )
+        assert keys[0].startswith("local#")
+        assert store.get(keys[0]) is not None
+
+    def test_all_failed_raises_with_every_cause(self, store):
+        event = sqs_event(sqs_record("m1", 1), sqs_record("m2", 2))
+        processor = BatchProcessor(EventType.SQS, store=store)
+        with pytest.raises(BatchProcessingError) as caught:
+            process_partial_response(event, poison_on(1, 2), processor)
+        assert [item_id for item_id, _ in caught.value.errors] == ["m1", "m2"]
+        assert all(isinstance(e, ValueError) for _, e in caught.value.errors)
+        assert failures(caught.value.response) == ["m1", "m2"]
+
+    def test_all_failed_returns_when_told_not_to_raise(self, store):
+        event = sqs_event(sqs_record("m1", 1), sqs_record("m2", 2))
+        processor = BatchProcessor(EventType.SQS, store=store, raise_on_entire_batch_failure=False)
+        assert failures(process_partial_response(event, poison_on(1, 2), processor)) == ["m1", "m2"]
+
+    def test_empty_batch_is_an_empty_response(self, store):
+        processor = BatchProcessor(EventType.SQS, store=store)
+        assert process_partial_response({"Records": []}, poison_on(), processor) == {"batchItemFailures": []}
+
+
+class TestFIFO:
+    EVENT = sqs_event(
+        sqs_record("a1", "a1", group="A"),
+        sqs_record("b1", "b1", group="B"),
+        sqs_record("a2", "a2", group="A"),
+        sqs_record("b2", "b2", group="B"),
+        sqs_record("a3", "a3", group="A"),
+    )
+
+    def test_fifo_is_detected_and_a_failure_fails_the_rest_of_the_batch(self, store):
+        handler = poison_on("b1")
+        processor = BatchProcessor(EventType.SQS, store=store)
+        response = process_partial_response(self.EVENT, handler, processor)
+        assert failures(response) == ["b1", "a2", "b2", "a3"]
+        assert handler.ran == ["a1", "b1"]
+        assert (processor.summary.event_type, processor.summary.skipped) == ("sqs_fifo", 3)
+
+    def test_skip_group_on_error_fails_only_the_rest_of_that_group(self, store):
+        handler = poison_on("b1")
+        processor = BatchProcessor(EventType.SQS_FIFO, store=store, skip_group_on_error=True)
+        assert failures(process_partial_response(self.EVENT, handler, processor)) == ["b1", "b2"]
+        assert handler.ran == ["a1", "b1", "a2", "a3"]
+
+
+class TestStreams:
+    def test_kinesis_failure_skips_the_rest_of_its_partition_key_only(self, store):
+        event = {"Records": [kinesis_record(1, "u1", 1), kinesis_record(2, "u2", 2), kinesis_record(3, "u1", 3)]}
+        handler = poison_on(1)
+        processor = BatchProcessor(EventType.KINESIS, store=store)
+        response = process_partial_response(event, handler, processor)
+        assert failures(response) == [
+            event["Records"][0]["kinesis"]["sequenceNumber"],
+            event["Records"][2]["kinesis"]["sequenceNumber"],
+        ]
+        assert handler.ran == [1, 2]
+
+    def test_stop_on_first_failure_reports_every_later_record(self, store):
+        event = {"Records": [kinesis_record(i, f"u{i}", i) for i in range(1, 5)]}
+        handler = poison_on(2)
+        processor = BatchProcessor(EventType.KINESIS, store=store, stop_on_first_failure=True)
+        response = process_partial_response(event, handler, processor)
+        assert failures(response) == [r["kinesis"]["sequenceNumber"] for r in event["Records"][1:]]
+        assert handler.ran == [1, 2]
+
+    def test_dynamodb_stream_records_are_typed_and_reported_by_sequence_number(self, store):
+        image = {"pk": {"S": "acct-1"}, "balance": {"N": "12.50"}, "tags": {"SS": ["a"]}, "n": {"N": "3"}}
+        event = {"Records": [ddb_record(1, "acct-1", image), ddb_record(2, "acct-1", None, "REMOVE")]}
+        seen = []
+
+        def handler(record):
+            seen.append((record.event_name, record.keys, record.new_image))
+            if record.event_name == "REMOVE":
+                raise RuntimeError("cannot remove")
+
+        processor = BatchProcessor(EventType.DYNAMODB_STREAMS, store=store)
+        assert failures(process_partial_response(event, handler, processor)) == [f"{2:021d}"]
+        assert seen[0][1] == {"pk": "acct-1"}
+        assert seen[0][2]["n"] == 3
+        assert str(seen[0][2]["balance"]) == "12.50"
+        assert seen[0][2]["tags"] == {"a"}
+
+
+class TestDeadlineAndParallelism:
+    def test_records_are_deferred_when_the_deadline_is_near(self, store, caplog):
+        clock = FakeClock()
+        context = FakeContext(remaining_ms=5000, clock=clock)
+
+        def slow(record):
+            clock.advance(1.5)
+
+        event = sqs_event(*(sqs_record(f"m{i}", i) for i in range(5)))
+        processor = BatchProcessor(EventType.SQS, store=store, clock=clock, deadline_margin_ms=1000)
+        with caplog.at_level(logging.WARNING, logger="idempotent_consumer"):
+            response = process_partial_response(event, slow, processor, context)
+        # 5000 ms: m0 (3500 left), m1 (2000 left), m2 (500 left), then less than 1000 ms: deferred.
+        assert failures(response) == ["m3", "m4"]
+        assert processor.summary.deferred == 2
+        assert "deferred 2 records" in caplog.text
+
+    def test_parallel_workers_keep_per_key_order(self, store):
+        order: dict[str, list[int]] = {}
+        active, peak, lock = [0], [0], threading.Lock()
+
+        def handler(record):
+            with lock:
+                active[0] += 1
+                peak[0] = max(peak[0], active[0])
+            time.sleep(0.01)  # let other keys' workers overlap with this one
+            with lock:
+                order.setdefault(record.partition_key, []).append(record.json_data)
+                active[0] -= 1
+
+        records = [kinesis_record(i, f"k{i % 4}", i) for i in range(40)]
+        processor = BatchProcessor(EventType.KINESIS, store=store, max_workers=4)
+        assert failures(process_partial_response({"Records": records}, handler, processor)) == []
+        assert {k: v for k, v in order.items()} == {f"k{j}": list(range(j, 40, 4)) for j in range(4)}
+        assert peak[0] > 1, "records of different keys never ran at the same time"
+
+    def test_parallel_sqs_standard_runs_every_record_once(self, store):
+        ran, lock = [], threading.Lock()
+
+        def handler(record):
+            with lock:
+                ran.append(record.message_id)
+
+        event = sqs_event(*(sqs_record(f"m{i}", i) for i in range(50)))
+        processor = BatchProcessor(EventType.SQS, store=store, max_workers=8)
+        assert failures(process_partial_response(event, handler, processor)) == []
+        assert sorted(ran) == sorted(f"m{i}" for i in range(50))
+
+
+class TestBadInput:
+    def test_event_without_records_is_unusable(self, store):
+        with pytest.raises(BatchEventError, match="no 'Records' list"):
+            process_partial_response({"detail": {}}, poison_on(), BatchProcessor(EventType.SQS, store=store))
+
+    def test_record_without_its_identifier_fails_the_invocation(self, store):
+        bad = sqs_record("m2", 2)
+        del bad["messageId"]
+        event = sqs_event(sqs_record("m1", 1), bad)
+        with pytest.raises(BatchEventError, match="record 1 of the batch is not a sqs record: missing 'messageId'"):
+            process_partial_response(event, poison_on(), BatchProcessor(EventType.SQS, store=store))
+
+    def test_undecodable_kinesis_data_fails_only_that_record_naming_it(self, store, caplog):
+        event = {"Records": [kinesis_record(1, "u1", 1), kinesis_record(2, "u2", None, raw_data="%%%")]}
+        processor = BatchProcessor(EventType.KINESIS, store=store)
+        response = process_partial_response(event, lambda r: r.json_data, processor)
+        bad_seq = event["Records"][1]["kinesis"]["sequenceNumber"]
+        assert failures(response) == [bad_seq]
+        assert f"Kinesis record {bad_seq}: data is not valid base64" in caplog.text
+
+    def test_non_json_body_with_a_json_key_expression_fails_that_record(self, store):
+        config = IdempotencyConfig(event_key_jmespath="powertools_json(body).order_id")
+        event = sqs_event(sqs_record("m1", {"order_id": "o-1"}), sqs_record("m2", "not json", raw_body=True))
+        processor = BatchProcessor(EventType.SQS, store=store, config=config)
+        assert failures(process_partial_response(event, lambda r: 1, processor)) == ["m2"]
+        assert isinstance(processor.items[1].error, IdempotencyKeyError)
+
+
+def test_summary_is_logged_once_as_one_json_line(store, caplog):
+    processor = BatchProcessor(EventType.SQS, store=store)
+    with caplog.at_level(logging.INFO, logger="idempotent_consumer"):
+        process_partial_response(sqs_event(sqs_record("m1", 1), sqs_record("m2", 2)), poison_on(2), processor)
+    lines = [r.getMessage() for r in caplog.records if "batch processed" in r.getMessage()]
+    assert len(lines) == 1
+    summary = json.loads(lines[0])
+    assert {k: summary[k] for k in ("records", "processed", "failed", "replayed", "deferred")} == {
+        "records": 2,
+        "processed": 1,
+        "failed": 1,
+        "replayed": 0,
+        "deferred": 0,
+    }
+
+
+def test_processor_rejects_bad_settings(store):
+    with pytest.raises(ValueError, match="max_workers"):
+        BatchProcessor(EventType.SQS, store=store, max_workers=0)
