@@ -16,9 +16,12 @@ from persistence._record import IdempotencyRecord, RecordStatus, new_lease
 from persistence.dynamodb import DynamoDBPersistenceLayer
 from persistence.memory import InMemoryPersistenceLayer
 from persistence.sqlite import SQLitePersistenceLayer
+from persistence.urls import DEFAULT_STORE_URL, STORE_URL_VARIABLE, store_from_url
 
 __all__ = [
+    "DEFAULT_STORE_URL",
     "MAX_ITEM_BYTES",
+    "STORE_URL_VARIABLE",
     "AttributeNames",
     "DynamoDBPersistenceLayer",
     "IdempotencyError",
@@ -32,4 +35,5 @@ __all__ = [
     "SQLitePersistenceLayer",
     "new_lease",
     "record_size",
+    "store_from_url",
 ]

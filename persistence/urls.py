@@ -1,0 +1,73 @@
+"""Stores named by URL (``sqlite:///path``, ``memory://``, ``dynamodb://TABLE?...``) for the CLI and samples."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qs, urlsplit
+
+from persistence.dynamodb import DynamoDBPersistenceLayer
+from persistence.memory import InMemoryPersistenceLayer
+from persistence.sqlite import DEFAULT_PATH, SQLitePersistenceLayer
+
+if TYPE_CHECKING:
+    from persistence._base import PersistenceLayer
+
+#: The environment variable a store URL is read from when none is given.
+STORE_URL_VARIABLE = "IDEMPOTENCY_STORE_URL"
+DEFAULT_STORE_URL = f"sqlite:///{DEFAULT_PATH}"
+_DYNAMODB_OPTIONS = {"sort_key_attr", "static_pk_value", "key_attr"}
+
+
+def store_from_url(url: str | None = None) -> PersistenceLayer:
+    """Build the store a URL names.
+
+    Args:
+        url: ``sqlite:///relative/path`` or ``sqlite:////absolute/path``; ``memory://``;
+            ``dynamodb://TABLE`` with optional query ``endpoint_url``, ``region``, ``sort_key_attr``,
+            ``static_pk_value``, ``key_attr``. ``None``: the ``IDEMPOTENCY_STORE_URL`` environment
+            variable, else ``sqlite:///.idempotency.sqlite3``.
+
+    Raises:
+        ValueError: The URL names no store this library has, or has options it does not know.
+
+    Example:
+        >>> store_from_url("memory://").__class__.__name__
+        'InMemoryPersistenceLayer'
+        >>> store_from_url("sqlite:///data/idempotency.sqlite3").path.as_posix()
+        'data/idempotency.sqlite3'
+    """
+    url = url or os.environ.get(STORE_URL_VARIABLE) or DEFAULT_STORE_URL
+    parts = urlsplit(url)
+    if parts.scheme == "memory":
+        return InMemoryPersistenceLayer()
+    if parts.scheme == "sqlite":
+        path = parts.path.removeprefix("/")
+        if not path:
+            raise ValueError(f"store URL {url!r} names no file: use sqlite:///relative/path or sqlite:////abs/path")
+        return SQLitePersistenceLayer(path)
+    if parts.scheme == "dynamodb":
+        return _dynamodb(url, parts.netloc, parse_qs(parts.query))
+    raise ValueError(f"store URL {url!r}: the scheme must be sqlite, memory or dynamodb")
+
+
+def _dynamodb(url: str, table: str, query: dict[str, list[str]]) -> DynamoDBPersistenceLayer:
+    if not table:
+        raise ValueError(f"store URL {url!r} names no table: use dynamodb://TABLE")
+    options = {name: values[-1] for name, values in query.items()}
+    unknown = set(options) - _DYNAMODB_OPTIONS - {"endpoint_url", "region"}
+    if unknown:
+        raise ValueError(f"store URL {url!r}: unknown options {sorted(unknown)}")
+    endpoint_url, region = options.pop("endpoint_url", None), options.pop("region", None)
+    client = None
+    if endpoint_url or region:
+        import boto3  # noqa: PLC0415 - only when a DynamoDB store is asked for
+
+        client = boto3.session.Session().client("dynamodb", endpoint_url=endpoint_url, region_name=region)
+    return DynamoDBPersistenceLayer(
+        table_name=table,
+        boto3_client=client,
+        key_attr=options.get("key_attr", "id"),
+        sort_key_attr=options.get("sort_key_attr"),
+        static_pk_value=options.get("static_pk_value"),
+    )
