@@ -27,6 +27,10 @@ $(DDB_LOCAL_DIR)/.installed:
 test: install
 	tests/loopback-only $(BIN)/pytest
 
+# The SQS payments sample, delivered twice, on the embedded SQLite store (no server needed).
+demo: $(VENV)/.installed
+	$(BIN)/python -m samples.demo
+
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .

@@ -1,0 +1,27 @@
+"""Clicks from a Kinesis stream, counted once each; users' clicks stay in order, users run in parallel."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from consumer import BatchProcessor, EventType, IdempotencyConfig, KinesisRecord, process_partial_response
+from persistence import store_from_url
+from samples.ledger import Ledger
+
+SAMPLE = "kinesis_clickstream"
+# Producers retry puts, so the same click can arrive twice with two sequence numbers: key on its click_id.
+config = IdempotencyConfig(event_key_jmespath="powertools_json(powertools_base64(kinesis.data)).click_id")
+processor = BatchProcessor(EventType.KINESIS, store=store_from_url(), config=config, max_workers=4)
+analytics = Ledger()
+
+
+def record_handler(record: KinesisRecord) -> str:
+    """Count one click (the data is base64 JSON; a record that is not fails alone)."""
+    click = record.json_data
+    analytics.record(SAMPLE, record.sequence_number, f"{record.partition_key} clicked {click['page']}")
+    return click["page"]
+
+
+def handler(event: dict[str, Any], context: Any) -> Any:
+    """The Lambda handler (Kinesis trigger with ReportBatchItemFailures and bisect-on-error)."""
+    return process_partial_response(event, record_handler, processor, context)
