@@ -47,7 +47,8 @@ def main() -> None:
     from samples import sqs_orders  # noqa: PLC0415
 
     event = json.loads(EVENT.read_text())
-    print(f"{EVENT}: 5 SQS messages carrying 4 orders; order o-1001 was sent twice by its producer,")
+    source = EVENT.relative_to(EVENT.parents[2])
+    print(f"{source}: 5 SQS messages carrying 4 orders; order o-1001 was sent twice by its producer,")
     print("and order o-1003 has a negative amount (a poison message).")
     _deliver(1, event, sqs_orders, LocalContext)
     print("\nNow the whole batch arrives again, as it would after a Lambda timeout or a lost response.")

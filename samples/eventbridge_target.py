@@ -17,7 +17,7 @@ mailer = Ledger()
 
 
 @idempotent(store=store_from_url())
-def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:  # noqa: ARG001 - Lambda's signature
     """Send the booking confirmation."""
     booking = event["detail"]
     if "email" not in booking:
