@@ -11,11 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from samples.ledger import Ledger
+
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = ROOT / "samples" / "events"
-sys.path.insert(0, str(ROOT))
-
-from samples.ledger import Ledger  # noqa: E402 - after the repository root is importable
 
 
 def seq(n: int) -> str:
