@@ -64,8 +64,8 @@ def invoke(args: argparse.Namespace) -> int:
     os.environ[STORE_URL_VARIABLE] = args.store
     if args.function_name:
         os.environ["AWS_LAMBDA_FUNCTION_NAME"] = args.function_name
-    event = _read_event(args.event)
     handler = load_handler(args.handler)
+    event = _read_event(args.event)
     for attempt in range(1, args.repeat + 1):
         context = LocalContext(timeout_ms=int(args.timeout * 1000), function_name=args.function_name or "local")
         try:

@@ -1,0 +1,93 @@
+"""``idempotent-consumer invoke`` run as a real subprocess: output, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+HANDLER = """
+import os
+from consumer import idempotent
+from persistence import store_from_url
+
+calls = []
+
+@idempotent(store=store_from_url())
+def handler(event, context):
+    calls.append(1)
+    left = context.get_remaining_time_in_millis() > 0
+    return {"seen": event["id"], "runs_in_this_process": len(calls), "left_ms": left,
+            "prefix": os.environ.get("AWS_LAMBDA_FUNCTION_NAME")}
+
+def boom(event, context):
+    raise RuntimeError("downstream is down")
+"""
+
+
+def cli(tmp_path, *args, stdin=None):
+    (tmp_path / "app.py").write_text(HANDLER)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "consumer.cli", *args], capture_output=True, text=True, cwd=tmp_path,
+                          env=env, input=stdin, timeout=60, check=False)  # fmt: skip
+
+
+def test_invoke_prints_each_response_and_replays_across_processes(tmp_path):
+    (tmp_path / "event.json").write_text(json.dumps({"id": "e-1", "detail-type": "X", "detail": {}}))
+    first = cli(tmp_path, "invoke", "app:handler", "--event", "event.json", "--repeat", "2", "--function-name", "fn")
+    assert first.returncode == 0, first.stderr
+    lines = [json.loads(line) for line in first.stdout.splitlines()]
+    assert lines == [{"seen": "e-1", "runs_in_this_process": 1, "left_ms": True, "prefix": "fn"}] * 2
+    again = cli(tmp_path, "invoke", "app:handler", "--event", "event.json", "--function-name", "fn")
+    assert json.loads(again.stdout)["runs_in_this_process"] == 1  # replayed from the SQLite file
+    assert (tmp_path / ".idempotency.sqlite3").exists()
+
+
+def test_event_from_stdin_and_memory_store(tmp_path):
+    result = cli(tmp_path, "invoke", "app:handler", "--event", "-", "--store", "memory://", stdin='{"id": "e-2"}')
+    assert json.loads(result.stdout)["seen"] == "e-2"
+    assert not (tmp_path / ".idempotency.sqlite3").exists()
+
+
+def test_handler_failure_is_one_line_and_exit_1(tmp_path):
+    (tmp_path / "event.json").write_text("{}")
+    result = cli(tmp_path, "invoke", "app:boom", "--event", "event.json")
+    assert result.returncode == 1
+    assert result.stderr == "idempotent-consumer: invocation 1 raised RuntimeError: downstream is down\n"
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    (tmp_path / "event.json").write_text("{}")
+    result = cli(tmp_path, "--debug", "invoke", "app:boom", "--event", "event.json")
+    assert result.returncode == 1
+    assert "Traceback" in result.stderr
+
+
+def test_missing_handler_or_event_exit_1(tmp_path):
+    (tmp_path / "event.json").write_text("{}")
+    missing = cli(tmp_path, "invoke", "app:nothing", "--event", "event.json")
+    assert missing.returncode == 1
+    assert "cannot load handler 'app:nothing'" in missing.stderr
+    no_file = cli(tmp_path, "invoke", "app:handler", "--event", "absent.json")
+    assert no_file.returncode == 1
+    assert "cannot read event 'absent.json'" in no_file.stderr
+    (tmp_path / "bad.json").write_text("{nope")
+    assert "is not JSON" in cli(tmp_path, "invoke", "app:handler", "--event", "bad.json").stderr
+
+
+def test_usage_errors_exit_2(tmp_path):
+    assert cli(tmp_path, "invoke", "app:handler").returncode == 2  # no --event
+    assert cli(tmp_path, "invoke", "app:handler", "--event", "e.json", "--repeat", "0").returncode == 2
+    bad_spec = cli(tmp_path, "invoke", "no-colon", "--event", "e.json")
+    assert bad_spec.returncode == 2
+    assert "must look like MODULE:FUNCTION" in bad_spec.stderr
+
+
+def test_help_has_examples(tmp_path):
+    result = cli(tmp_path, "invoke", "--help")
+    assert result.returncode == 0
+    assert "examples:" in result.stdout

@@ -1,0 +1,48 @@
+"""Store URLs name each backend, with clear errors for what they cannot name."""
+
+from __future__ import annotations
+
+import pytest
+
+from persistence import (
+    DynamoDBPersistenceLayer,
+    InMemoryPersistenceLayer,
+    SQLitePersistenceLayer,
+    store_from_url,
+)
+
+
+def test_sqlite_relative_and_absolute_paths(tmp_path):
+    assert store_from_url("sqlite:///data/x.sqlite3").path.as_posix() == "data/x.sqlite3"
+    assert store_from_url(f"sqlite:///{tmp_path}/x.sqlite3").path == tmp_path / "x.sqlite3"
+
+
+def test_default_is_the_embedded_sqlite_file_or_the_environment(monkeypatch):
+    monkeypatch.delenv("IDEMPOTENCY_STORE_URL", raising=False)
+    default = store_from_url()
+    assert isinstance(default, SQLitePersistenceLayer)
+    assert default.path.as_posix() == ".idempotency.sqlite3"
+    monkeypatch.setenv("IDEMPOTENCY_STORE_URL", "memory://")
+    assert isinstance(store_from_url(), InMemoryPersistenceLayer)
+
+
+def test_dynamodb_url_options():
+    store = store_from_url("dynamodb://Orders?endpoint_url=http://127.0.0.1:1&region=eu-west-1&sort_key_attr=sk")
+    assert isinstance(store, DynamoDBPersistenceLayer)
+    assert (store.table_name, store.sort_key_attr) == ("Orders", "sk")
+    assert store.client.meta.endpoint_url == "http://127.0.0.1:1"
+    assert store.client.meta.region_name == "eu-west-1"
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("redis://localhost", "the scheme must be sqlite, memory or dynamodb"),
+        ("sqlite://", "names no file"),
+        ("dynamodb://", "names no table"),
+        ("dynamodb://T?colour=red", "unknown options \\['colour'\\]"),
+    ],
+)
+def test_bad_urls_are_clear_errors(url, message):
+    with pytest.raises(ValueError, match=message):
+        store_from_url(url)
