@@ -10,28 +10,37 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from consumer import _cli_records as ops
+from consumer._cli_records import CommandError, out
 from consumer.local_context import LocalContext
-from persistence import DEFAULT_STORE_URL, STORE_URL_VARIABLE
+from persistence import DEFAULT_STORE_URL, STORE_URL_VARIABLE, IdempotencyError, RecordStatus
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
+RECORDS_EXAMPLES = """examples:
+  idempotent-consumer records list --status IN_PROGRESS
+  idempotent-consumer records list --json --store 'dynamodb://Idempotency?region=eu-west-1'
+  idempotent-consumer records show 'orders-consumer#9f86d08...'
+  idempotent-consumer records delete 'orders-consumer#9f86d08...' --yes
+  idempotent-consumer records stuck
+"""
+KEY_EXAMPLES = """examples:
+  idempotent-consumer key --event samples/events/sqs_orders.json
+  idempotent-consumer key --event samples/events/sqs_orders.json \\
+      --jmespath 'powertools_json(body).order_id' --prefix orders
+"""
+TABLE_EXAMPLES = """examples:
+  idempotent-consumer table create --table IdempotencyTable --region eu-west-1
+  idempotent-consumer table create --table Idempotency --endpoint-url http://127.0.0.1:8000 --region us-east-1
+"""
 INVOKE_EXAMPLES = """examples:
   idempotent-consumer invoke samples.sqs_orders:handler --event samples/events/sqs_orders.json
   idempotent-consumer invoke samples.sqs_orders:handler --event samples/events/sqs_orders.json --repeat 2
   idempotent-consumer invoke app:handler --event event.json --store dynamodb://Idempotency?endpoint_url=http://127.0.0.1:8000
 """
-
-
-class CommandError(Exception):
-    """A failure reported as one line with an exit code."""
-
-    def __init__(self, message: str, code: int = EXIT_FAILED) -> None:
-        """Build the error."""
-        super().__init__(message)
-        self.code = code
 
 
 def load_handler(spec: str) -> Callable[..., Any]:
@@ -74,7 +83,7 @@ def invoke(args: argparse.Namespace) -> int:
             if args.debug:
                 raise
             raise CommandError(f"invocation {attempt} raised {type(e).__name__}: {e}") from e
-        print(json.dumps(response, default=str, ensure_ascii=False))  # noqa: T201 - the command's output
+        out(json.dumps(response, default=str, ensure_ascii=False))
     return EXIT_OK
 
 
@@ -98,7 +107,64 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS", help="the stand-in function timeout")
     run.add_argument("--function-name", default=None, help="sets AWS_LAMBDA_FUNCTION_NAME (the key prefix)")
     run.set_defaults(action=invoke)
+    _add_records(commands)
+    _add_key(commands)
+    _add_table(commands)
     return parser
+
+
+def _subparser(commands: Any, name: str, help_text: str, examples: str, **kwargs: Any) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = commands.add_parser(
+        name, help=help_text, epilog=examples, formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs
+    )
+    return parser
+
+
+def _add_records(commands: Any) -> None:
+    store = argparse.ArgumentParser(add_help=False)
+    store.add_argument("--store", default=os.environ.get(STORE_URL_VARIABLE, DEFAULT_STORE_URL), metavar="URL",
+                       help=f"store URL (default ${STORE_URL_VARIABLE} or {DEFAULT_STORE_URL})")  # fmt: skip
+    listing = argparse.ArgumentParser(add_help=False)
+    listing.add_argument("--json", action="store_true", help="one JSON object per line")
+    records = _subparser(commands, "records", "see and reset idempotency records", RECORDS_EXAMPLES)
+    actions = records.add_subparsers(dest="records_command", required=True)
+    show_list = _subparser(actions, "list", "list records", RECORDS_EXAMPLES, parents=[store, listing])
+    show_list.add_argument("--status", choices=[s.value for s in RecordStatus], help="EXPIRED is derived from time")
+    show_list.add_argument("--limit", type=_positive, default=None, metavar="N")
+    show_list.set_defaults(action=ops.records_list)
+    show = _subparser(actions, "show", "the whole record, response pretty-printed", RECORDS_EXAMPLES, parents=[store])
+    show.add_argument("key", metavar="KEY")
+    show.set_defaults(action=ops.records_show)
+    delete = _subparser(actions, "delete", "let one record run again", RECORDS_EXAMPLES, parents=[store])
+    delete.add_argument("key", metavar="KEY")
+    delete.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    delete.set_defaults(action=ops.records_delete)
+    stuck = _subparser(actions, "stuck", "IN_PROGRESS records past their lock deadline", RECORDS_EXAMPLES,
+                       parents=[store, listing])  # fmt: skip
+    stuck.set_defaults(action=ops.records_stuck)
+
+
+def _add_key(commands: Any) -> None:
+    key = _subparser(commands, "key", "show the key each record of an event gets", KEY_EXAMPLES)
+    key.add_argument("--event", required=True, metavar="FILE", help="the event, as JSON ('-' for stdin)")
+    key.add_argument("--jmespath", default=None, metavar="EXPR", help="event_key_jmespath (default: the record's id)")
+    key.add_argument("--event-type", choices=["sqs", "kinesis", "dynamodb", "eventbridge"], default=None,
+                     help="default: detected from the event")  # fmt: skip
+    key.add_argument(
+        "--prefix", default=None, metavar="P", help="key_prefix (default $AWS_LAMBDA_FUNCTION_NAME or local)"
+    )
+    key.set_defaults(action=lambda args: ops.key_command(args, _read_event(args.event)))
+
+
+def _add_table(commands: Any) -> None:
+    table = _subparser(commands, "table", "manage the DynamoDB idempotency table", TABLE_EXAMPLES)
+    actions = table.add_subparsers(dest="table_command", required=True)
+    create = _subparser(actions, "create", "create the table with TTL enabled (exists already: fine)", TABLE_EXAMPLES)
+    create.add_argument("--table", required=True, metavar="NAME")
+    create.add_argument("--endpoint-url", default=None, metavar="URL")
+    create.add_argument("--region", default=None)
+    create.add_argument("--sort-key", action="store_true", help="composite key: id (partition) + sort_key")
+    create.set_defaults(action=ops.table_create)
 
 
 def _positive(text: str) -> int:
@@ -117,8 +183,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CommandError as e:
         if args.debug and e.__cause__ is not None:
             raise
-        print(f"idempotent-consumer: {e}", file=sys.stderr)  # noqa: T201 - the command's output
-        return e.code
+        return _fail(str(e), e.code)
+    except BrokenPipeError:  # the reader (head, less) went away: not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+    except (IdempotencyError, OSError, Exception) as e:
+        if args.debug:
+            raise
+        return _fail(f"{type(e).__name__}: {e}", EXIT_FAILED)
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"idempotent-consumer: {message}", file=sys.stderr)  # noqa: T201 - the command's output
+    return code
 
 
 if __name__ == "__main__":

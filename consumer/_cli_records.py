@@ -1,0 +1,199 @@
+"""Operator commands: ``records list|show|delete|stuck``, ``key``, ``table create``."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+from consumer.config import IdempotencyConfig
+from consumer.keys import DEFAULT_KEY_EXPRESSIONS, default_key_expression, make_key, select
+from persistence import IdempotencyError, IdempotencyRecord, RecordStatus, store_from_url
+
+if TYPE_CHECKING:
+    import argparse
+
+    from persistence import PersistenceLayer
+
+EXIT_OK, EXIT_NOT_FOUND = 0, 1
+
+
+class CommandError(Exception):
+    """A failure reported as one line with an exit code (1: failed or not found, 2: usage)."""
+
+    def __init__(self, message: str, code: int = EXIT_NOT_FOUND) -> None:
+        """Build the error."""
+        super().__init__(message)
+        self.code = code
+
+
+def out(text: str = "") -> None:
+    """Print one line of the command's output."""
+    print(text)  # noqa: T201 - the command's output
+
+
+def open_store(url: str) -> PersistenceLayer:
+    """The store a ``--store`` URL names (a bad URL is a usage error)."""
+    try:
+        return store_from_url(url)
+    except ValueError as e:
+        raise CommandError(str(e), 2) from e
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _span(ms: int) -> str:
+    seconds = abs(ms) // 1000
+    hours, rest = divmod(seconds, 3600)
+    text = f"{hours}h {rest // 60}m" if hours else f"{rest // 60}m {rest % 60}s" if rest >= 60 else f"{rest}s"  # noqa: PLR2004
+    return f"in {text}" if ms >= 0 else f"{text} ago"
+
+
+def _row(record: IdempotencyRecord, now_ms: int) -> dict[str, Any]:
+    deadline = record.in_progress_expires_at
+    return {
+        **asdict(record),
+        "status": record.effective_status(now_ms).value,
+        "stored_status": record.status.value,
+        "expires": _span(record.expires_at * 1000 - now_ms),
+        "lock_deadline": "-" if deadline is None else _span(deadline - now_ms),
+        "response_bytes": None if record.response is None else len(record.response.encode()),
+    }
+
+
+def _scan(store: PersistenceLayer, status: str | None, limit: int | None) -> list[IdempotencyRecord]:
+    now = _now_ms()
+    if status == RecordStatus.EXPIRED.value:
+        return [r for r in store.scan() if r.is_expired(now)][:limit]
+    stored = None if status is None else RecordStatus(status)
+    records = [r for r in store.scan(stored) if stored is None or not r.is_expired(now)]
+    return records[:limit]
+
+
+def _print_table(records: list[IdempotencyRecord], as_json: bool) -> None:
+    now = _now_ms()
+    rows = [_row(r, now) for r in records]
+    if as_json:
+        for row in rows:
+            out(json.dumps(row, ensure_ascii=False))
+        return
+    header = ("KEY", "STATUS", "EXPIRES", "LOCK DEADLINE", "RESPONSE")
+    cells = [(r["key"], r["status"], r["expires"], r["lock_deadline"], _size(r["response_bytes"])) for r in rows]
+    widths = [max(len(str(c[i])) for c in [header, *cells]) for i in range(len(header))]
+    for line in [header, *cells]:
+        out("  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
+    out(f"({len(rows)} record{'s' if len(rows) != 1 else ''})")
+
+
+def _size(size: int | None) -> str:
+    return "not stored" if size is None else f"{size} B"
+
+
+def records_list(args: argparse.Namespace) -> int:
+    """``records list``: a table (or JSON lines) of records."""
+    _print_table(_scan(open_store(args.store), args.status, args.limit), args.json)
+    return EXIT_OK
+
+
+def records_stuck(args: argparse.Namespace) -> int:
+    """``records stuck``: IN_PROGRESS records past their lock deadline (their holder crashed)."""
+    now = _now_ms()
+    stuck = [r for r in open_store(args.store).scan(RecordStatus.IN_PROGRESS) if r.is_lock_expired(now)]
+    _print_table(stuck, args.json)
+    return EXIT_OK
+
+
+def _get(store: PersistenceLayer, key: str) -> IdempotencyRecord:
+    record = store.get(key)
+    if record is None:
+        raise CommandError(f"no record {key!r}")
+    return record
+
+
+def records_show(args: argparse.Namespace) -> int:
+    """``records show KEY``: the whole record, its response pretty-printed."""
+    row = _row(_get(open_store(args.store), args.key), _now_ms())
+    response = row.pop("response")
+    for name, value in row.items():
+        out(f"{name + ':':<24}{value}")
+    out("response:")
+    out(
+        "  (not stored)"
+        if response is None
+        else "  " + json.dumps(json.loads(response), indent=2).replace("\n", "\n  ")
+    )
+    return EXIT_OK
+
+
+def records_delete(args: argparse.Namespace) -> int:
+    """``records delete KEY``: let one record run again (asks first, unless ``--yes``)."""
+    store = open_store(args.store)
+    record = _get(store, args.key)
+    if not args.yes:
+        sys.stdout.write(f"Delete {record.status.value} record {args.key!r}? Its record will run again. [y/N] ")
+        sys.stdout.flush()
+        if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+            raise CommandError("not deleted")
+    if not store.delete(args.key):
+        raise CommandError(f"no record {args.key!r}")
+    out(f"deleted {args.key}")
+    return EXIT_OK
+
+
+def _detect_source(event: Any) -> str:
+    records = event.get("Records") if isinstance(event, dict) else None
+    if not records:
+        return "eventbridge"
+    source = str(records[0].get("eventSource", "")).removeprefix("aws:")
+    return source if source in DEFAULT_KEY_EXPRESSIONS else "sqs"
+
+
+def key_command(args: argparse.Namespace, event: Any) -> int:
+    """``key``: per record, the selected payload and the resulting key."""
+    config = IdempotencyConfig(event_key_jmespath=args.jmespath, key_prefix=args.prefix)
+    source = args.event_type or _detect_source(event)
+    records = [event] if source == "eventbridge" else list(event.get("Records") or [])
+    for index, record in enumerate(records):
+        expression = config.key_expression or default_key_expression(record)
+        try:
+            selection = record if expression is None else select(expression, record, "event_key_jmespath")
+            key = make_key(record, config)
+        except IdempotencyError as e:
+            out(f"record {index}: {e}")
+            continue
+        out(f"record {index}: selected {json.dumps(selection, ensure_ascii=False)}")
+        out(f"  key {key}" if key is not None else "  no key: this record would run unguarded")
+    return EXIT_OK
+
+
+def table_create(args: argparse.Namespace) -> int:
+    """``table create``: the idempotency table, with TTL on ``expiration``; an existing table is fine."""
+    import boto3  # noqa: PLC0415 - only this command needs it
+
+    client = boto3.session.Session().client("dynamodb", endpoint_url=args.endpoint_url, region_name=args.region)
+    names = ["id", "sort_key"] if args.sort_key else ["id"]
+    schema: list[Any] = [{"AttributeName": "id", "KeyType": "HASH"}]
+    if args.sort_key:
+        schema.append({"AttributeName": "sort_key", "KeyType": "RANGE"})
+    try:
+        client.create_table(
+            TableName=args.table,
+            KeySchema=schema,
+            AttributeDefinitions=[{"AttributeName": name, "AttributeType": "S"} for name in names],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        created = True
+    except client.exceptions.ResourceInUseException:
+        created = False
+    client.get_waiter("table_exists").wait(TableName=args.table, WaiterConfig={"Delay": 1, "MaxAttempts": 60})
+    ttl = client.describe_time_to_live(TableName=args.table)["TimeToLiveDescription"]
+    if ttl.get("TimeToLiveStatus") not in ("ENABLED", "ENABLING"):
+        client.update_time_to_live(
+            TableName=args.table, TimeToLiveSpecification={"Enabled": True, "AttributeName": "expiration"}
+        )
+    out(f"{'created' if created else 'table exists:'} {args.table} (key id, TTL on expiration)")
+    return EXIT_OK

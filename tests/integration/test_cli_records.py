@@ -1,0 +1,179 @@
+"""The operator commands, run as a real subprocess against SQLite and DynamoDB Local."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from persistence import IdempotencyRecord, RecordStatus, store_from_url
+
+ROOT = Path(__file__).resolve().parents[2]
+EVENTS = ROOT / "samples" / "events"
+
+
+def cli(*args, stdin=""):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "consumer.cli", *args], capture_output=True, text=True, env=env,
+                          input=stdin, cwd=ROOT, timeout=60, check=False)  # fmt: skip
+
+
+@pytest.fixture(params=["sqlite", "dynamodb"])
+def store_url(request, tmp_path):
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/records.sqlite3"
+    server = request.getfixturevalue("ddb_server")
+    return f"dynamodb://{server.create_table()}?endpoint_url={server.endpoint_url}&region=us-east-1"
+
+
+@pytest.fixture
+def seeded(store_url):
+    """Four records: complete, live lock, stuck lock (holder crashed), expired complete."""
+    store, now = store_from_url(store_url), int(time.time())
+    records = {
+        "complete": IdempotencyRecord("fn#complete", RecordStatus.COMPLETE, now + 3600, None, "l1", '{"charged":30}'),
+        "live": IdempotencyRecord("fn#live", RecordStatus.IN_PROGRESS, now + 3600, (now + 60) * 1000, "l2"),
+        "stuck": IdempotencyRecord("fn#stuck", RecordStatus.IN_PROGRESS, now + 3600, (now - 5) * 1000, "l3"),
+        "expired": IdempotencyRecord("fn#expired", RecordStatus.COMPLETE, now - 10, None, "l4", "0"),
+    }
+    for record in records.values():
+        status = record.status
+        held = IdempotencyRecord(
+            record.key, RecordStatus.IN_PROGRESS, record.expires_at, record.in_progress_expires_at or 0, record.lease
+        )
+        assert store.acquire(held, (now - 100) * 1000) is None
+        if status is RecordStatus.COMPLETE:
+            store.complete(record)
+    return store_url, store
+
+
+def keys_listed(result):
+    return sorted(json.loads(line)["key"] for line in result.stdout.splitlines())
+
+
+def test_list_shows_every_record_with_its_effective_status(seeded):
+    url, _ = seeded
+    result = cli("records", "list", "--store", url)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["KEY", "STATUS", "EXPIRES", "LOCK", "DEADLINE", "RESPONSE"]
+    assert lines[-1] == "(4 records)"
+    row = next(line for line in lines if line.startswith("fn#complete"))
+    assert "COMPLETE" in row
+    assert "14 B" in row
+    assert "EXPIRED" in next(line for line in lines if line.startswith("fn#expired"))
+    assert "ago" in next(line for line in lines if line.startswith("fn#stuck"))
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [("COMPLETE", ["fn#complete"]), ("IN_PROGRESS", ["fn#live", "fn#stuck"]), ("EXPIRED", ["fn#expired"])],
+)
+def test_list_filters_by_status_as_json_lines(seeded, status, expected):
+    url, _ = seeded
+    result = cli("records", "list", "--store", url, "--status", status, "--json")
+    assert result.returncode == 0, result.stderr
+    assert keys_listed(result) == expected
+    assert {json.loads(line)["status"] for line in result.stdout.splitlines()} == {status}
+
+
+def test_list_limit(seeded):
+    url, _ = seeded
+    assert len(cli("records", "list", "--store", url, "--limit", "2", "--json").stdout.splitlines()) == 2
+
+
+def test_stuck_lists_only_locks_past_their_deadline(seeded):
+    url, _ = seeded
+    assert keys_listed(cli("records", "stuck", "--store", url, "--json")) == ["fn#stuck"]
+
+
+def test_show_pretty_prints_the_response(seeded):
+    url, _ = seeded
+    result = cli("records", "show", "fn#complete", "--store", url)
+    assert result.returncode == 0
+    assert "status:                 COMPLETE" in result.stdout
+    assert 'response:\n  {\n    "charged": 30\n  }\n' in result.stdout
+
+
+def test_show_of_a_missing_key_exits_1(seeded):
+    url, _ = seeded
+    result = cli("records", "show", "fn#nothing", "--store", url)
+    assert (result.returncode, result.stderr) == (1, "idempotent-consumer: no record 'fn#nothing'\n")
+
+
+def test_delete_asks_first(seeded):
+    url, store = seeded
+    refused = cli("records", "delete", "fn#stuck", "--store", url, stdin="n\n")
+    assert refused.returncode == 1
+    assert "[y/N]" in refused.stdout
+    assert store.get("fn#stuck") is not None
+    accepted = cli("records", "delete", "fn#stuck", "--store", url, stdin="y\n")
+    assert accepted.returncode == 0
+    assert store.get("fn#stuck") is None
+
+
+def test_delete_yes_and_missing(seeded):
+    url, store = seeded
+    assert cli("records", "delete", "fn#complete", "--store", url, "--yes").stdout == "deleted fn#complete\n"
+    assert store.get("fn#complete") is None
+    assert cli("records", "delete", "fn#complete", "--store", url, "--yes").returncode == 1
+
+
+def test_key_shows_selection_and_key_per_record():
+    result = cli("key", "--event", str(EVENTS / "sqs_orders.json"), "--jmespath", "powertools_json(body).order_id",
+                 "--prefix", "orders")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == 'record 0: selected "o-1001"'
+    assert lines[1].startswith("  key orders#")
+    assert lines[1] == lines[5]  # o-1001 twice: the same key
+    default = cli("key", "--event", str(EVENTS / "kinesis_clickstream.json")).stdout.splitlines()
+    assert default[0] == f'record 0: selected "shardId-000000000000:4959{1:020d}"'
+    eventbridge = cli("key", "--event", str(EVENTS / "eventbridge_target.json")).stdout.splitlines()
+    assert eventbridge[0] == 'record 0: selected "6a7e8feb-b491-4cf7-a9f1-bf3703467718"'
+
+
+def test_key_reports_records_whose_expression_fails():
+    result = cli("key", "--event", str(EVENTS / "kinesis_clickstream.json"),
+                 "--jmespath", "powertools_json(powertools_base64(kinesis.data)).click_id")  # fmt: skip
+    assert "record 4: event_key_jmespath" in result.stdout
+    assert result.stdout.count("  key local#") == 5
+
+
+def test_table_create_is_idempotent_and_enables_ttl(ddb_server):
+    args = ["table", "create", "--table", "Idem", "--endpoint-url", ddb_server.endpoint_url, "--region", "us-east-1"]
+    first, second = cli(*args), cli(*args)
+    assert (first.returncode, first.stdout) == (0, "created Idem (key id, TTL on expiration)\n"), first.stderr
+    assert (second.returncode, second.stdout) == (0, "table exists: Idem (key id, TTL on expiration)\n")
+    client = ddb_server.client()
+    ttl = client.describe_time_to_live(TableName="Idem")["TimeToLiveDescription"]
+    assert ttl == {"TimeToLiveStatus": "ENABLED", "AttributeName": "expiration"}
+    composite = cli("table", "create", "--table", "IdemSK", "--sort-key", "--endpoint-url", ddb_server.endpoint_url,
+                    "--region", "us-east-1")  # fmt: skip
+    assert composite.returncode == 0
+    schema = client.describe_table(TableName="IdemSK")["Table"]["KeySchema"]
+    assert [k["AttributeName"] for k in schema] == ["id", "sort_key"]
+
+
+def test_errors_are_one_line_with_usage_exit_2():
+    bad_url = cli("records", "list", "--store", "redis://x")
+    assert (bad_url.returncode, bad_url.stderr.count("\n")) == (2, 1)
+    assert cli("records", "list", "--status", "DONE").returncode == 2
+    assert cli("records").returncode == 2
+    unreachable = cli("records", "list", "--store", "dynamodb://T?endpoint_url=http://127.0.0.1:9&region=us-east-1")
+    assert unreachable.returncode == 1
+    assert "Traceback" not in unreachable.stderr
+    assert unreachable.stderr.startswith("idempotent-consumer: PersistenceLayerError: DynamoDB scan failed")
+
+
+def test_every_command_has_help_with_examples():
+    for command in (["records", "list"], ["records", "show"], ["records", "delete"], ["records", "stuck"], ["key"],
+                    ["table", "create"], ["invoke"]):  # fmt: skip
+        result = cli(*command, "--help")
+        assert result.returncode == 0, command
+        assert "examples:" in result.stdout, command
