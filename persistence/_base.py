@@ -43,8 +43,11 @@ class PersistenceLayer(Protocol):
         Args:
             record: The ``COMPLETE`` record; its ``lease`` is the holder's.
 
+        A retried request whose first attempt succeeded finds the record ``COMPLETE`` under the same lease
+        and returns without writing: the lease is unique to one acquire, so this is unambiguous.
+
         Raises:
-            LockLostError: The stored record is not ours (any more) or not ``IN_PROGRESS``.
+            LockLostError: The stored record is gone, or held under another lease.
             ItemTooLargeError: The record would exceed the 400 KB item limit.
             PersistenceLayerError: The store failed.
         """
@@ -53,8 +56,10 @@ class PersistenceLayer(Protocol):
     def release(self, key: str, lease: str) -> None:
         """Delete the record the holder of ``lease`` wrote, so the key can run again.
 
+        A record that is already gone counts as released (a retried request, or an operator's delete).
+
         Raises:
-            LockLostError: The stored record is not ours (any more).
+            LockLostError: The record is held under another lease (it was taken over).
             PersistenceLayerError: The store failed.
         """
         ...
@@ -94,3 +99,16 @@ def lock_lost(operation: str, key: str, existing: IdempotencyRecord | None) -> L
         key=key,
         existing_record=existing,
     )
+
+
+def confirm_complete(record: IdempotencyRecord, existing: IdempotencyRecord | None) -> None:
+    """After a refused complete: return if ``existing`` is already our ``COMPLETE`` record, else raise."""
+    if existing is not None and existing.lease == record.lease and existing.status is RecordStatus.COMPLETE:
+        return
+    raise lock_lost("complete", record.key, existing)
+
+
+def confirm_release(key: str, existing: IdempotencyRecord | None) -> None:
+    """After a refused release: return if the record is gone (the key is free), else raise."""
+    if existing is not None:
+        raise lock_lost("release", key, existing)

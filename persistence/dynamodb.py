@@ -7,7 +7,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from persistence._attributes import AttributeNames, check_size
-from persistence._base import lock_lost, require_status, require_stored_status
+from persistence._base import confirm_complete, confirm_release, require_status, require_stored_status
 from persistence._errors import PersistenceLayerError
 from persistence._record import MS_PER_SECOND, IdempotencyRecord, RecordStatus
 
@@ -227,7 +227,8 @@ class DynamoDBPersistenceLayer:
                 sets.append(f"{alias} = :{alias[1:]}")
                 values[f":{alias[1:]}"] = {"S": value}
         # UpdateItem SET COMPLETE, response, expiry  IF lease = :mine AND status = IN_PROGRESS
-        #   ELSE ConditionalCheckFailed + ALL_OLD  ─> LockLostError(existing_record)
+        #   ELSE ConditionalCheckFailed + ALL_OLD  ─> ours and COMPLETE already (a retry): done
+        #                                          ─> otherwise LockLostError(existing_record)
         blocking = self._write(
             "update_item",
             record.key,
@@ -238,11 +239,13 @@ class DynamoDBPersistenceLayer:
             ExpressionAttributeValues=values,
         )
         if blocking is not None:
-            raise lock_lost("complete", record.key, self._existing(blocking))
+            # A retry of a request that succeeded finds our own COMPLETE record: that is success.
+            confirm_complete(record, self._existing(blocking))
 
     def release(self, key: str, lease: str) -> None:
         """See :meth:`persistence.PersistenceLayer.release`. One DeleteItem."""
-        # DeleteItem  IF lease = :mine   ELSE ConditionalCheckFailed + ALL_OLD ─> LockLostError
+        # DeleteItem  IF lease = :mine   ELSE ConditionalCheckFailed + ALL_OLD ─> another lease: LockLostError
+        #                                (gone already: a retry, or an operator's delete: released)
         blocking = self._write(
             "delete_item",
             key,
@@ -252,7 +255,7 @@ class DynamoDBPersistenceLayer:
             ExpressionAttributeValues={":lease": {"S": lease}},
         )
         if blocking is not None:
-            raise lock_lost("release", key, self._existing(blocking))
+            confirm_release(key, self._existing(blocking))
 
     def _read(self, operation: str, key: str | None, **request: Any) -> Item:
         from botocore.exceptions import BotoCoreError, ClientError  # noqa: PLC0415 - lazy, see _create_client

@@ -8,7 +8,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from persistence._attributes import check_size
-from persistence._base import lock_lost, require_status, require_stored_status
+from persistence._base import confirm_complete, confirm_release, require_status, require_stored_status
 from persistence._record import IdempotencyRecord, RecordStatus
 
 if TYPE_CHECKING:
@@ -48,7 +48,8 @@ class InMemoryPersistenceLayer:
         with self._lock:
             existing = self._records.get(record.key)
             if existing is None or existing.lease != record.lease or existing.status is not RecordStatus.IN_PROGRESS:
-                raise lock_lost("complete", record.key, existing)
+                confirm_complete(record, existing)
+                return
             self._records[record.key] = dataclasses.replace(record, in_progress_expires_at=None)
 
     def release(self, key: str, lease: str) -> None:
@@ -56,7 +57,8 @@ class InMemoryPersistenceLayer:
         with self._lock:
             existing = self._records.get(key)
             if existing is None or existing.lease != lease:
-                raise lock_lost("release", key, existing)
+                confirm_release(key, existing)
+                return
             del self._records[key]
 
     def get(self, key: str) -> IdempotencyRecord | None:

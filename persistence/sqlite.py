@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from persistence._attributes import check_size
-from persistence._base import lock_lost, require_status, require_stored_status
+from persistence._base import confirm_complete, confirm_release, require_status, require_stored_status
 from persistence._errors import PersistenceLayerError
 from persistence._record import MS_PER_SECOND, IdempotencyRecord, RecordStatus
 
@@ -152,7 +152,7 @@ class SQLitePersistenceLayer:
             if conn.execute(_COMPLETE, values).rowcount == 1:
                 return
             existing = self._select(conn, record.key)
-        raise lock_lost("complete", record.key, existing)
+        confirm_complete(record, existing)
 
     def release(self, key: str, lease: str) -> None:
         """See :meth:`persistence.PersistenceLayer.release`."""
@@ -160,7 +160,7 @@ class SQLitePersistenceLayer:
             if conn.execute(_RELEASE, (key, lease)).rowcount == 1:
                 return
             existing = self._select(conn, key)
-        raise lock_lost("release", key, existing)
+        confirm_release(key, existing)
 
     def get(self, key: str) -> IdempotencyRecord | None:
         """See :meth:`persistence.PersistenceLayer.get`."""

@@ -58,6 +58,8 @@ class LockMachine(RuleBasedStateMachine):
         if ours:
             self.store.complete(record)
             self.model = dataclasses.replace(record, in_progress_expires_at=None)
+        elif mine:  # already COMPLETE under our lease: a retry, accepted without writing
+            self.store.complete(record)
         else:
             with pytest.raises(LockLostError):
                 self.store.complete(record)
@@ -69,8 +71,8 @@ class LockMachine(RuleBasedStateMachine):
         held = self.held.get(holder)
         if held is None:
             return
-        if self.model is not None and self.model.lease == held.lease:
-            self.store.release(self.key, held.lease)
+        if self.model is None or self.model.lease == held.lease:
+            self.store.release(self.key, held.lease)  # gone already counts as released
             self.model = None
         else:
             with pytest.raises(LockLostError):

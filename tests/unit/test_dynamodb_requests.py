@@ -35,9 +35,12 @@ def test_failed_body_is_two_requests_and_stale_release_one(counted):
     store.acquire(held, NOW_MS)
     store.release("k", held.lease)
     assert sent == ["PutItem", "DeleteItem"]
+    stale = lock("k", lock_ms=1000)
+    store.acquire(stale, NOW_MS)
+    store.acquire(lock("k", now_ms=NOW_MS + 2000), NOW_MS + 2000)
     sent.clear()
     with pytest.raises(LockLostError):
-        store.release("k", held.lease)
+        store.release("k", stale.lease)
     assert sent == ["DeleteItem"]
 
 
