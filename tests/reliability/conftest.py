@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,5 +33,4 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         terminalreporter.write_line("  ".join(str(row.get(c, "-")).ljust(widths[c]) for c in COLUMNS))
     target = os.environ.get("RELIABILITY_REPORT")
     if target:
-        with open(target, "w", encoding="utf-8") as f:
-            json.dump(_ROWS, f, indent=2)
+        Path(target).write_text(json.dumps(_ROWS, indent=2), encoding="utf-8")

@@ -62,5 +62,6 @@ def test_eight_processes_one_batch_exactly_once(race_factory, tmp_path, report):
     lost = assert_nothing_lost(race_factory(), keys, set())
     deliveries = sum(d for _, d, _, _ in outcomes)
     conflicts = sum(len(f) for *_, f in outcomes)
-    report(records=len(ids), deliveries=deliveries, duplicates=deliveries - len(ids), faults=f"{conflicts} lock conflicts",
-           double_effects=doubles, lost=lost)  # fmt: skip
+    faults = f"{conflicts} lock conflicts"
+    report(records=len(ids), deliveries=deliveries, duplicates=deliveries - len(ids), faults=faults, double_effects=doubles,
+           lost=lost)  # fmt: skip
