@@ -63,5 +63,5 @@ def test_eight_processes_one_batch_exactly_once(race_factory, tmp_path, report):
     deliveries = sum(d for _, d, _, _ in outcomes)
     conflicts = sum(len(f) for *_, f in outcomes)
     faults = f"{conflicts} lock conflicts"
-    report(records=len(ids), deliveries=deliveries, duplicates=deliveries - len(ids), faults=faults, double_effects=doubles,
-           lost=lost)  # fmt: skip
+    duplicates = deliveries - len(ids)
+    report(records=len(ids), deliveries=deliveries, duplicates=duplicates, faults=faults, double_effects=doubles, lost=lost)
