@@ -64,4 +64,6 @@ def test_eight_processes_one_batch_exactly_once(race_factory, tmp_path, report):
     conflicts = sum(len(f) for *_, f in outcomes)
     faults = f"{conflicts} lock conflicts"
     duplicates = deliveries - len(ids)
-    report(records=len(ids), deliveries=deliveries, duplicates=duplicates, faults=faults, double_effects=doubles, lost=lost)
+    report(
+        records=len(ids), deliveries=deliveries, duplicates=duplicates, faults=faults, double_effects=doubles, lost=lost
+    )
