@@ -29,6 +29,9 @@ class PersistenceLayer(Protocol):
             record: The ``IN_PROGRESS`` record to write.
             now_ms: The caller's clock, epoch milliseconds.
 
+        A retried request whose first attempt succeeded finds the record under its own lease: that is
+        success too.
+
         Returns:
             ``None`` when the lock is now ours; otherwise the record that holds the key.
 
@@ -112,3 +115,8 @@ def confirm_release(key: str, existing: IdempotencyRecord | None) -> None:
     """After a refused release: return if the record is gone (the key is free), else raise."""
     if existing is not None:
         raise lock_lost("release", key, existing)
+
+
+def blocking(record: IdempotencyRecord, existing: IdempotencyRecord | None) -> IdempotencyRecord | None:
+    """After a refused acquire: the record that holds the key, or ``None`` if it is ours already (a retry)."""
+    return None if existing is not None and existing.lease == record.lease else existing

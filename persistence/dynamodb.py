@@ -7,7 +7,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from persistence._attributes import AttributeNames, check_size
-from persistence._base import confirm_complete, confirm_release, require_status, require_stored_status
+from persistence._base import blocking, confirm_complete, confirm_release, require_status, require_stored_status
 from persistence._errors import PersistenceLayerError
 from persistence._record import MS_PER_SECOND, IdempotencyRecord, RecordStatus
 
@@ -185,7 +185,7 @@ class DynamoDBPersistenceLayer:
         #   OR expires_at < now_s                                          -- expired
         #   OR (status = IN_PROGRESS AND in_progress_expires_at < now_ms)  -- holder missed its deadline
         #   ELSE ConditionalCheckFailed + ALL_OLD  ─> the blocking record, same round trip
-        blocking = self._write(
+        blocking_item = self._write(
             "put_item",
             record.key,
             Item=self._to_item(record),
@@ -197,14 +197,14 @@ class DynamoDBPersistenceLayer:
                 ":ip": {"S": RecordStatus.IN_PROGRESS.value},
             },
         )
-        if blocking is None:
+        if blocking_item is None:
             return None
-        if blocking:
-            return self._from_item(blocking)
+        if blocking_item:  # ours already when a retry of a request whose answer was lost
+            return blocking(record, self._from_item(blocking_item))
         # The condition failed but no item came back (a server without ReturnValuesOnConditionCheckFailure):
         # read it; if it vanished meanwhile, the key is free again.
         existing = self.get(record.key)
-        return existing if existing is not None else self.acquire(record, now_ms)
+        return blocking(record, existing) if existing is not None else self.acquire(record, now_ms)
 
     def complete(self, record: IdempotencyRecord) -> None:
         """See :meth:`persistence.PersistenceLayer.complete`. One UpdateItem."""

@@ -8,7 +8,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from persistence._attributes import check_size
-from persistence._base import confirm_complete, confirm_release, require_status, require_stored_status
+from persistence._base import blocking, confirm_complete, confirm_release, require_status, require_stored_status
 from persistence._record import IdempotencyRecord, RecordStatus
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ class InMemoryPersistenceLayer:
         with self._lock:
             existing = self._records.get(record.key)
             if existing is not None and not existing.can_be_acquired(now_ms):
-                return existing
+                return blocking(record, existing)
             self._records[record.key] = record
             return None
 

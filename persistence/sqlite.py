@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from persistence._attributes import check_size
-from persistence._base import confirm_complete, confirm_release, require_status, require_stored_status
+from persistence._base import blocking, confirm_complete, confirm_release, require_status, require_stored_status
 from persistence._errors import PersistenceLayerError
 from persistence._record import MS_PER_SECOND, IdempotencyRecord, RecordStatus
 
@@ -140,7 +140,7 @@ class SQLitePersistenceLayer:
         with self._transaction(record.key) as conn:
             if conn.execute(_ACQUIRE, (*values, now_ms // MS_PER_SECOND, now_ms)).rowcount == 1:
                 return None
-            return self._select(conn, record.key)
+            return blocking(record, self._select(conn, record.key))
 
     def complete(self, record: IdempotencyRecord) -> None:
         """See :meth:`persistence.PersistenceLayer.complete`."""

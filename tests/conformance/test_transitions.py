@@ -69,6 +69,12 @@ class TestAcquire:
         store.acquire(stale, NOW_MS - 5000)
         assert store.acquire(lock("k"), NOW_MS) is None
 
+    def test_acquire_retried_after_it_succeeded_is_ours(self, store):
+        held = lock("k")
+        store.acquire(held, NOW_MS)
+        assert store.acquire(held, NOW_MS + 1) is None  # the same lease: our own earlier attempt
+        assert store.get("k") == held
+
     def test_acquire_takes_only_in_progress_records(self, store):
         with pytest.raises(ValueError, match="acquire takes a IN_PROGRESS record"):
             store.acquire(done(lock("k")), NOW_MS)

@@ -1,0 +1,79 @@
+"""Fault injection into DynamoDB calls with a botocore ``before-send`` hook: the request never reaches the
+server (throttling, server error, connection error) or reaches it and the answer is lost."""
+
+from __future__ import annotations
+
+import collections
+import json
+import random
+from typing import Any
+
+from botocore.awsrequest import AWSResponse
+from botocore.exceptions import EndpointConnectionError
+from botocore.httpsession import URLLib3Session
+
+KINDS = ("throttle", "server", "connection", "lost_response")
+_ERRORS = {
+    "throttle": (400, "ProvisionedThroughputExceededException"),
+    "server": (500, "InternalServerError"),
+    "lost_response": (500, "InternalServerError"),
+}
+
+
+class _Body:
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+
+    def stream(self, **_: Any):
+        yield self._body
+
+
+def _error(request: Any, kind: str) -> AWSResponse:
+    status, code = _ERRORS[kind]
+    body = json.dumps({"__type": f"com.amazonaws.dynamodb.v20120810#{code}", "message": f"injected {kind}"})
+    headers = {"content-type": "application/x-amz-json-1.0", "x-amzn-requestid": "injected"}
+    return AWSResponse(request.url, status, headers, _Body(body.encode()))
+
+
+class FaultInjector:
+    """Injects faults into one client's calls: planned (operation, kind, how many) or at random, seeded."""
+
+    def __init__(self, client: Any, seed: int = 0) -> None:
+        self.planned: dict[str, list[str]] = collections.defaultdict(list)
+        self.probability = 0.0
+        self.random_kinds: tuple[str, ...] = KINDS
+        self.rng = random.Random(seed)
+        self.injected: collections.Counter[tuple[str, str]] = collections.Counter()
+        self._session = URLLib3Session()
+        client.meta.events.register("before-send.dynamodb.*", self._before_send)
+
+    def fail(self, operation: str, kind: str, times: int) -> None:
+        """The next ``times`` attempts of ``operation`` (``PutItem``, ...) meet ``kind``."""
+        self.planned[operation].extend([kind] * times)
+
+    def randomly(self, probability: float, kinds: tuple[str, ...] = KINDS) -> None:
+        """Every attempt meets a random ``kind`` with ``probability``."""
+        self.probability, self.random_kinds = probability, kinds
+
+    def _choose(self, operation: str) -> str | None:
+        if self.planned[operation]:
+            return self.planned[operation].pop(0)
+        if self.probability and self.rng.random() < self.probability:
+            return self.rng.choice(self.random_kinds)
+        return None
+
+    def _before_send(self, request: Any, **_: Any) -> AWSResponse | None:
+        operation = request.headers["X-Amz-Target"].decode().split(".")[-1]
+        kind = self._choose(operation)
+        if kind is None:
+            return None
+        self.injected[(operation, kind)] += 1
+        if kind == "connection":
+            raise EndpointConnectionError(endpoint_url=request.url)
+        if kind == "lost_response":
+            self._session.send(request)  # the write happens; its answer never arrives
+        return _error(request, kind)
+
+    @property
+    def total(self) -> int:
+        return sum(self.injected.values())
