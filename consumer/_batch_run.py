@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from consumer._errors import AlreadyProcessed, IdempotencyAlreadyInProgressError
 from consumer.event_sources import EventType
-from consumer.guard import IdempotencyGuard
+from consumer.guard import IdempotencyGuard, idempotency_disabled
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -76,6 +76,7 @@ class BatchRun:
     pass_guard: bool
     context: LambdaContext | None
     items: list[Item]
+    _disabled: bool = field(default_factory=idempotency_disabled)
     _stopped: bool = False
     _failed_groups: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -112,7 +113,10 @@ class BatchRun:
             return
         s = self.settings
         try:
-            with IdempotencyGuard(item.raw, store=s.store, config=s.config, context=self.context, clock=s.clock) as g:
+            guard = IdempotencyGuard(
+                item.raw, store=s.store, config=s.config, context=self.context, clock=s.clock, disabled=self._disabled
+            )
+            with guard as g:
                 g.result = self.handler(item.record, g) if self.pass_guard else self.handler(item.record)
                 item.result = g.result
             item.outcome = Outcome.PROCESSED if g.key is not None else Outcome.UNGUARDED

@@ -45,5 +45,11 @@ def compile_expression(expression: str) -> jmespath.parser.ParsedResult:
 
 
 def search(expression: jmespath.parser.ParsedResult, data: Any) -> Any:
-    """Evaluate a compiled expression with the custom functions."""
+    """Evaluate a compiled expression with the custom functions.
+
+    A bare field name (``messageId``, the usual key) is looked up directly: same result, no tree walk.
+    """
+    node = expression.parsed
+    if node["type"] == "field":
+        return data.get(node["value"]) if isinstance(data, dict) else None
     return expression.search(data, options=OPTIONS)

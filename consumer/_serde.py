@@ -27,9 +27,14 @@ def _jsonable(value: Any) -> Any:
     raise TypeError(msg)
 
 
+# Built once: json.dumps() with options builds a new encoder on every call.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_jsonable)
+_RESULT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_jsonable)
+
+
 def canonical_json(value: Any) -> str:
     """JSON with sorted keys and no whitespace, so equal payloads serialize (and hash) equally."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_jsonable)
+    return _CANONICAL.encode(value)
 
 
 def dumps_result(value: Any) -> str:
@@ -39,4 +44,4 @@ def dumps_result(value: Any) -> str:
         TypeError: The result cannot be represented as JSON.
         ValueError: The result holds NaN or infinity, or a circular reference.
     """
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_jsonable)
+    return _RESULT.encode(value)

@@ -42,10 +42,12 @@ class IdempotencyConfig:
         use_local_cache: Keep completed records in an in-process LRU, so a duplicate costs no request.
         local_cache_max_items: Size of that LRU.
         hash_function: A :mod:`hashlib` algorithm name.
-        key_prefix: Prefix of every key; defaults to ``AWS_LAMBDA_FUNCTION_NAME``, else ``"local"``.
+        key_prefix: Prefix of every key; defaults to ``AWS_LAMBDA_FUNCTION_NAME`` (read when the config is
+            built: Lambda sets it before your module loads), else ``"local"``.
         lock_timeout_seconds: Lock lifetime when there is no Lambda context.
         lock_grace_ms: Added to the Lambda deadline before a lock may be taken over.
         response_hook: Applied to a replayed response.
+        prefix: The key prefix in force (derived: ``key_prefix``, else the function name, else ``"local"``).
 
     Example:
         >>> IdempotencyConfig(event_key_jmespath="powertools_json(body).order_id").expires_after_seconds
@@ -66,6 +68,7 @@ class IdempotencyConfig:
     key_expression: ParsedResult | None = field(init=False, repr=False, compare=False, default=None)
     validation_expression: ParsedResult | None = field(init=False, repr=False, compare=False, default=None)
     local_cache: LocalCache | None = field(init=False, repr=False, compare=False, default=None)
+    prefix: str = field(init=False, repr=False, compare=False, default="local")
 
     def __post_init__(self) -> None:
         """Validate every field and compile the expressions once."""
@@ -82,11 +85,8 @@ class IdempotencyConfig:
         object.__setattr__(self, "validation_expression", validation)
         if self.use_local_cache:
             object.__setattr__(self, "local_cache", LocalCache(self.local_cache_max_items))
-
-    @property
-    def prefix(self) -> str:
-        """The key prefix in force: ``key_prefix``, else ``AWS_LAMBDA_FUNCTION_NAME``, else ``"local"``."""
-        return self.key_prefix or os.environ.get("AWS_LAMBDA_FUNCTION_NAME") or "local"
+        prefix = self.key_prefix or os.environ.get("AWS_LAMBDA_FUNCTION_NAME") or "local"
+        object.__setattr__(self, "prefix", prefix)
 
 
 def _require(condition: bool, message: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -21,7 +22,13 @@ if TYPE_CHECKING:
     from consumer._context import Clock, LambdaContext
 
 logger = logging.getLogger("idempotent_consumer")
-_DEFAULT_CONFIG = IdempotencyConfig()
+
+
+@functools.lru_cache(maxsize=4)
+def _default_config(function_name: str | None) -> IdempotencyConfig:  # noqa: ARG001 - the cache key
+    return IdempotencyConfig()
+
+
 _warned_invocation: list[str | None] = []
 
 
@@ -78,6 +85,7 @@ class IdempotencyGuard:
         context: LambdaContext | None = None,
         clock: Clock = system_clock,
         key_prefix: str | None = None,
+        disabled: bool | None = None,
     ) -> None:
         """Prepare the guard; nothing is sent before ``__enter__``.
 
@@ -88,13 +96,16 @@ class IdempotencyGuard:
             context: The Lambda context (its deadline bounds the lock); defaults to the registered one.
             clock: Epoch seconds; inject one to test expiry without sleeping.
             key_prefix: Overrides ``config.prefix`` (``@idempotent_function`` adds the function's name).
+            disabled: Pass-through without a store; ``None`` reads ``IDEMPOTENCY_DISABLED`` on enter (the
+                batch processor reads it once per batch and passes it).
         """
         self.data = data
         self.store = store
-        self.config = config or _DEFAULT_CONFIG
+        self.config = config or _default_config(os.environ.get("AWS_LAMBDA_FUNCTION_NAME"))
         self.context = context if context is not None else current_lambda_context()
         self.clock = clock
         self.key_prefix = key_prefix
+        self.disabled = disabled
         self.key: str | None = None
         self.result: Any = None
         self.release_error: IdempotencyError | None = None
@@ -118,7 +129,7 @@ class IdempotencyGuard:
             IdempotencyKeyError: The key could not be selected.
             PersistenceLayerError: The store failed.
         """
-        if idempotency_disabled():
+        if self.disabled if self.disabled is not None else idempotency_disabled():
             return self
         self.key = make_key(self.data, self.config, self.key_prefix)
         if self.key is None:
@@ -191,13 +202,7 @@ class IdempotencyGuard:
         except (TypeError, ValueError) as e:
             logger.warning("result of %r is not JSON-serializable (%s): committing without it", held.key, e)
             response = None
-        complete = dataclasses.replace(
-            held,
-            status=RecordStatus.COMPLETE,
-            response=response,
-            expires_at=int(self.clock()) + self.config.expires_after_seconds,
-            in_progress_expires_at=None,
-        )
+        complete = held.completed(response, int(self.clock()) + self.config.expires_after_seconds)
         try:
             self.store.complete(complete)
         except ItemTooLargeError as e:

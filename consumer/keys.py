@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from consumer._errors import IdempotencyKeyError
@@ -44,7 +45,15 @@ def default_key_expression(data: Any) -> ParsedResult | None:
 
 def hash_value(value: Any, hash_function: str) -> str:
     """Hex digest of ``value``'s canonical JSON."""
-    return hashlib.new(hash_function, canonical_json(value).encode()).hexdigest()
+    digest: str = _hasher(hash_function)(canonical_json(value).encode()).hexdigest()
+    return digest
+
+
+@functools.cache
+def _hasher(name: str) -> Callable[[bytes], Any]:
+    # hashlib.sha256 and friends are much cheaper to call than hashlib.new("sha256").
+    constructor: Callable[[bytes], Any] | None = getattr(hashlib, name, None)
+    return constructor or functools.partial(hashlib.new, name)
 
 
 def _is_empty(selection: Any) -> bool:

@@ -38,6 +38,8 @@ class AttributeNames:
 
 
 DEFAULT_ATTRIBUTES = AttributeNames()
+# Bytes the attribute names, the status and the numbers can take at most (names are up to 255 bytes each).
+_SMALL_ITEM_SLACK = 7 * 255 + len("IN_PROGRESS") + 2 * 21
 
 
 def _number_size(value: int) -> int:
@@ -72,6 +74,10 @@ def check_size(record: IdempotencyRecord, names: AttributeNames = DEFAULT_ATTRIB
         names: The attribute names it is stored under.
         extra_bytes: Bytes stored beside the record (a composite table's static partition key).
     """
+    # Fast path: UTF-8 takes at most 4 bytes a character, numbers at most 21, names are short.
+    texts = (record.key, record.lease, record.response or "", record.payload_hash or "")
+    if 4 * sum(map(len, texts)) + extra_bytes + _SMALL_ITEM_SLACK < MAX_ITEM_BYTES:
+        return
     size = record_size(record, names) + extra_bytes
     if size > MAX_ITEM_BYTES:
         raise ItemTooLargeError(key=record.key, size=size, limit=MAX_ITEM_BYTES)

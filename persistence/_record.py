@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-import uuid
+import os
 from dataclasses import dataclass
 
 MS_PER_SECOND = 1000
@@ -22,8 +22,8 @@ class RecordStatus(str, enum.Enum):
 
 
 def new_lease() -> str:
-    """Return a fresh fencing token (uuid4 hex)."""
-    return uuid.uuid4().hex
+    """Return a fresh fencing token: 128 random bits, as hex (like a uuid4, without building one)."""
+    return os.urandom(16).hex()
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +90,12 @@ class IdempotencyRecord:
     def can_be_acquired(self, now_ms: int) -> bool:
         """Whether an acquire at ``now_ms`` may overwrite this record (the acquire condition)."""
         return self.is_expired(now_ms) or self.is_lock_expired(now_ms)
+
+    def completed(self, response: str | None, expires_at: int) -> IdempotencyRecord:
+        """The ``COMPLETE`` record the holder of this one commits (same key, lease and payload hash)."""
+        return IdempotencyRecord(
+            self.key, RecordStatus.COMPLETE, expires_at, None, self.lease, response, self.payload_hash
+        )
 
     def effective_status(self, now_ms: int) -> RecordStatus:
         """The status with expiry applied: ``EXPIRED`` once ``expires_at`` has passed."""

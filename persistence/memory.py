@@ -50,7 +50,9 @@ class InMemoryPersistenceLayer:
             if existing is None or existing.lease != record.lease or existing.status is not RecordStatus.IN_PROGRESS:
                 confirm_complete(record, existing)
                 return
-            self._records[record.key] = dataclasses.replace(record, in_progress_expires_at=None)
+            if record.in_progress_expires_at is not None:
+                record = dataclasses.replace(record, in_progress_expires_at=None)
+            self._records[record.key] = record
 
     def release(self, key: str, lease: str) -> None:
         """See :meth:`persistence.PersistenceLayer.release`."""

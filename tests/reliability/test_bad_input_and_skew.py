@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from events import kinesis_record, sqs_event, sqs_record
+from fakes import FakeContext
+from harness import assert_nothing_lost
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,9 +21,6 @@ from consumer import (
     IdempotencyGuard,
     make_key,
 )
-from events import kinesis_record, sqs_event, sqs_record
-from fakes import FakeContext
-from harness import assert_nothing_lost
 from persistence import InMemoryPersistenceLayer, RecordStatus
 
 

@@ -1,0 +1,69 @@
+"""The same consumer written with each library: a BatchProcessor whose record handler is idempotent,
+keyed by ``messageId``, with a trivial body.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def ours(store: Any = None, *, max_workers: int = 1, use_local_cache: bool = False):  # noqa: ANN201
+    """Our handler: ``handler(event, context) -> partial batch response``."""
+    from consumer import BatchProcessor, EventType, IdempotencyConfig, process_partial_response
+    from persistence import InMemoryPersistenceLayer
+
+    config = IdempotencyConfig(event_key_jmespath="messageId", use_local_cache=use_local_cache)
+    processor = BatchProcessor(
+        EventType.SQS, store=store or InMemoryPersistenceLayer(), config=config, max_workers=max_workers
+    )
+
+    def record_handler(record: Any) -> dict[str, str]:
+        return {"ok": record.message_id}
+
+    def handler(event: dict[str, Any], context: Any) -> Any:
+        return process_partial_response(event, record_handler, processor, context)
+
+    return handler
+
+
+def powertools(store: Any = None, *, use_local_cache: bool = False):  # noqa: ANN201
+    """The Powertools handler, as its documentation writes it."""
+    from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+    from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
+    from powertools_memory import PowertoolsMemoryLayer
+
+    config = IdempotencyConfig(event_key_jmespath="messageId", use_local_cache=use_local_cache)
+    processor = BatchProcessor(event_type=EventType.SQS)
+    persistence = store or PowertoolsMemoryLayer()
+
+    @idempotent_function(data_keyword_argument="record", config=config, persistence_store=persistence)
+    def record_handler(record: Any) -> dict[str, str]:
+        return {"ok": record.message_id}
+
+    def handler(event: dict[str, Any], context: Any) -> Any:
+        config.register_lambda_context(context)
+        return process_partial_response(
+            event=event, record_handler=record_handler, processor=processor, context=context
+        )
+
+    return handler
+
+
+def sqs_event(count: int, offset: int = 0) -> dict[str, Any]:
+    """An SQS event of ``count`` records with distinct message ids."""
+    return {
+        "Records": [
+            {
+                "messageId": f"{offset + i:08d}-2f0c-4c1b-9d37-0e2d4f1a7c01",
+                "receiptHandle": "AQEB",
+                "body": '{"order_id": %d, "amount": 30}' % (offset + i),  # noqa: UP031 - a template
+                "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": "1700000000000"},
+                "messageAttributes": {},
+                "md5OfBody": "0" * 32,
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:eu-west-1:123456789012:orders",
+                "awsRegion": "eu-west-1",
+            }
+            for i in range(count)
+        ]
+    }

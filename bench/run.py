@@ -1,0 +1,205 @@
+"""Side-by-side benchmark: idempotent-consumer against Powertools for AWS Lambda (Python), same run.
+
+bench/.venv/bin/python bench/run.py            # the full run; exits 1 when a target is missed
+bench/.venv/bin/python bench/run.py --smoke    # tiny sizes, targets reported but not enforced
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parent / "tests")]
+
+import libraries  # noqa: E402 - after the paths above
+
+from consumer.local_context import LocalContext  # noqa: E402
+
+
+@dataclass
+class Row:
+    scenario: str
+    ours: float | str
+    powertools: float | str
+    unit: str
+    ratio: float | None
+    target: str
+    met: bool
+
+
+def best_time(run: Any, repeats: int) -> float:
+    """The fastest of ``repeats`` runs, in seconds (the least disturbed by the machine)."""
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def per_record_us(make_handler: Any, records: int, repeats: int) -> float:
+    """Microseconds per record for a first delivery of ``records`` records, on a fresh store each run."""
+
+    def once() -> None:
+        handler, event = make_handler(), libraries.sqs_event(records)
+        started = time.perf_counter()
+        handler(event, LocalContext(timeout_ms=900_000))
+        timings.append(time.perf_counter() - started)
+
+    timings: list[float] = []
+    for _ in range(repeats):
+        once()
+    return min(timings) / records * 1e6
+
+
+def overhead(sizes: dict[str, int]) -> list[Row]:
+    n, repeats = sizes["overhead"], sizes["repeats"]
+    ours = per_record_us(libraries.ours, n, repeats)
+    theirs = per_record_us(libraries.powertools, n, repeats)
+    ratio = ours / theirs
+    return [Row(f"overhead, {n}-record SQS batch, in-memory", round(ours, 1), round(theirs, 1), "us/record",
+                round(ratio, 3), "<= 0.5x", ratio <= 0.5)]  # fmt: skip
+
+
+def scale(sizes: dict[str, int]) -> list[Row]:
+    rows, ours_times = [], []
+    for n in sizes["scale"]:
+        repeats = max(3, min(50, 20_000 // n))
+        ours = per_record_us(libraries.ours, n, repeats)
+        theirs = per_record_us(libraries.powertools, n, repeats)
+        ours_times.append(ours)
+        rows.append(
+            Row(
+                f"scale, {n} records", round(ours, 1), round(theirs, 1), "us/record", round(ours / theirs, 3), "-", True
+            )
+        )
+    spread = max(ours_times) / min(ours_times)
+    rows.append(
+        Row(
+            "scale: slowest / fastest per-record time (ours)",
+            round(spread, 2),
+            "-",
+            "x",
+            None,
+            "<= 1.5x",
+            spread <= 1.5,
+        )
+    )
+    return rows
+
+
+def _child_rss(library: str, records: int) -> int:
+    code = (
+        "import resource, sys; sys.path[:0] = sys.argv[1:4]; import libraries; "
+        "from consumer.local_context import LocalContext; "
+        f"h = libraries.{library}(); h(libraries.sqs_event({records}), LocalContext(timeout_ms=900_000)); "
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+    )
+    paths = [str(HERE), str(HERE.parent), str(HERE.parent / "tests")]
+    out = subprocess.run([sys.executable, "-c", code, *paths], capture_output=True, text=True, check=True).stdout
+    return int(out.strip())
+
+
+def memory(sizes: dict[str, int]) -> list[Row]:
+    n = sizes["memory"]
+    ours, theirs = _child_rss("ours", n) / 1024, _child_rss("powertools", n) / 1024
+    return [Row(f"peak RSS, {n}-record batch", round(ours, 1), round(theirs, 1), "MiB", round(ours / theirs, 3),
+                "<= 1.0x", ours <= theirs)]  # fmt: skip
+
+
+IMPORTS = {
+    "ours": "from consumer import BatchProcessor, EventType, IdempotencyConfig, process_partial_response, "
+    "idempotent_function; from persistence import DynamoDBPersistenceLayer",
+    "powertools": "from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, "
+    "process_partial_response; from aws_lambda_powertools.utilities.idempotency import "
+    "DynamoDBPersistenceLayer, IdempotencyConfig, idempotent_function",
+}
+
+
+def _import_ms(library: str) -> float:
+    code = f"import time; t = time.perf_counter(); {IMPORTS[library]}; print((time.perf_counter() - t) * 1000)"
+    env = {**os.environ, "PYTHONPATH": str(HERE.parent)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+    return float(out)
+
+
+def cold_start(sizes: dict[str, int]) -> list[Row]:
+    runs = sizes["cold_runs"]
+    ours = statistics.median(_import_ms("ours") for _ in range(runs))
+    theirs = statistics.median(_import_ms("powertools") for _ in range(runs))
+    ratio = ours / theirs
+    return [Row("cold start: import what a handler needs", round(ours, 1), round(theirs, 1), "ms", round(ratio, 3),
+                "<= 0.5x", ratio <= 0.5)]  # fmt: skip
+
+
+def dynamodb_rows(sizes: dict[str, int]) -> list[Row]:
+    import dynamodb_local
+
+    server = dynamodb_local.start()
+    try:
+        from dynamodb_scenarios import latency, requests
+
+        return requests(server) + latency(server, sizes["latency"])
+    finally:
+        server.stop()
+
+
+FULL = {
+    "overhead": 2000,
+    "repeats": 5,
+    "scale": [10, 100, 1000, 10_000],
+    "memory": 10_000,
+    "cold_runs": 11,
+    "latency": 10,
+}
+SMOKE = {"overhead": 50, "repeats": 1, "scale": [10, 100], "memory": 200, "cold_runs": 1, "latency": 3}
+
+
+def environment() -> str:
+    versions = {
+        name: metadata.version(name) for name in ("boto3", "botocore", "aws-lambda-powertools", "idempotent-consumer")
+    }
+    described = ", ".join(f"{k} {v}" for k, v in versions.items())
+    return f"Python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cores; {described}"
+
+
+def print_table(rows: list[Row]) -> None:
+    header = ("scenario", "ours", "Powertools", "unit", "ratio", "target", "met")
+    cells = [(r.scenario, str(r.ours), str(r.powertools), r.unit, "-" if r.ratio is None else f"{r.ratio}x", r.target,
+              "yes" if r.met else "NO") for r in rows]  # fmt: skip
+    widths = [max(len(c[i]) for c in [header, *cells]) for i in range(len(header))]
+    for line in [header, tuple("-" * w for w in widths), *cells]:
+        print("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes; report targets without enforcing them")
+    parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
+    args = parser.parse_args()
+    sizes = SMOKE if args.smoke else FULL
+    print(environment())
+    rows = overhead(sizes) + scale(sizes) + memory(sizes) + cold_start(sizes) + dynamodb_rows(sizes)
+    print_table(rows)
+    if args.json:
+        Path(args.json).write_text(json.dumps([r.__dict__ for r in rows], indent=2))
+    missed = [r.scenario for r in rows if not r.met]
+    if missed and not args.smoke:
+        print(f"targets missed: {missed}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
