@@ -1,4 +1,5 @@
-"""The scenarios that need DynamoDB Local: requests per record, and latency with a slow network."""
+"""DynamoDB scenarios: requests per record (against DynamoDB Local), and latency when every call takes
+10 ms (a botocore hook answers each request after 10 ms, so the server's own speed does not count)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,35 @@ import time
 from typing import Any
 
 import libraries
+from botocore.awsrequest import AWSResponse
 
 from consumer.local_context import LocalContext
 
 DELAY_S = 0.010
+
+
+class SlowDynamoDB:
+    """Answers every write after ``delay_s`` with DynamoDB's empty success, in place of a server.
+
+    DynamoDB Local serves one request at a time at a few milliseconds each, which would hide what a
+    client does in parallel; real DynamoDB serves concurrent requests concurrently.
+    """
+
+    def __init__(self, client: Any, delay_s: float) -> None:
+        self.delay_s = delay_s
+        client.meta.events.register("before-send.dynamodb.*", self._answer)
+
+    def _answer(self, request: Any, **_: Any) -> AWSResponse:
+        time.sleep(self.delay_s)
+        return AWSResponse(request.url, 200, {"x-amzn-requestid": "simulated"}, _Body(b"{}"))
+
+
+class _Body:
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+
+    def stream(self, **_: Any) -> Any:
+        yield self._body
 
 
 class Traffic:
@@ -66,14 +92,19 @@ def requests(server: Any) -> list[Any]:
 
 
 def latency(server: Any, records: int) -> list[Any]:
+    from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer as PowertoolsDynamoDB
     from run import Row
 
-    ours_store, their_store, _, _ = _stores(server, DELAY_S)
-    client = ours_store.client
+    from persistence import DynamoDBPersistenceLayer
+
+    ours_client, their_client = server.client(), server.client()
+    SlowDynamoDB(ours_client, DELAY_S), SlowDynamoDB(their_client, DELAY_S)
+    ours_store = DynamoDBPersistenceLayer(table_name="Simulated", boto3_client=ours_client)
+    their_store = PowertoolsDynamoDB(table_name="Simulated", boto3_client=their_client)
     round_trips = []
     for _ in range(5):
         started = time.perf_counter()
-        client.describe_table(TableName=ours_store.table_name)
+        ours_client.put_item(TableName="Simulated", Item={"id": {"S": "x"}})
         round_trips.append(time.perf_counter() - started)
     floor_ms = 2 * statistics.median(round_trips) * 1000
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextvars
 import enum
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +14,7 @@ from consumer.guard import IdempotencyGuard, idempotency_disabled
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
+    from concurrent.futures import ThreadPoolExecutor
 
     from consumer._context import Clock, LambdaContext
     from consumer.config import IdempotencyConfig
@@ -43,7 +43,6 @@ class Outcome(str, enum.Enum):
 class Item:
     """One record and what became of it."""
 
-    index: int
     raw: Mapping[str, Any]
     record: Record
     item_id: str
@@ -76,6 +75,7 @@ class BatchRun:
     pass_guard: bool
     context: LambdaContext | None
     items: list[Item]
+    pool: ThreadPoolExecutor | None = None
     _disabled: bool = field(default_factory=idempotency_disabled)
     _stopped: bool = False
     _failed_groups: set[str] = field(default_factory=set)
@@ -83,17 +83,16 @@ class BatchRun:
 
     def run(self) -> None:
         """Run every item; records sharing an ordering key run one after another, in order."""
-        if self.settings.max_workers == 1:
+        if self.pool is None:
             for item in self.items:
                 self._run_item(item)
             return
         groups: dict[object, list[Item]] = {}
-        for item in self.items:
-            groups.setdefault(item.index if item.group is None else item.group, []).append(item)
-        with ThreadPoolExecutor(self.settings.max_workers) as pool:
-            futures = [pool.submit(contextvars.copy_context().run, self._run_group, g) for g in groups.values()]
-            for future in futures:
-                future.result()
+        for index, item in enumerate(self.items):
+            groups.setdefault(index if item.group is None else item.group, []).append(item)
+        futures = [self.pool.submit(contextvars.copy_context().run, self._run_group, g) for g in groups.values()]
+        for future in futures:
+            future.result()
 
     def _run_group(self, items: list[Item]) -> None:
         for item in items:

@@ -9,6 +9,7 @@ import json
 import logging
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -151,6 +152,7 @@ class BatchProcessor:
         )
         self.summary: BatchSummary | None = None
         self.items: list[Item] = []
+        self._pool: ThreadPoolExecutor | None = None  # made on first use, kept for warm invocations
 
     def process(
         self, event: Mapping[str, Any], record_handler: Callable[..., Any], context: LambdaContext | None = None
@@ -166,7 +168,7 @@ class BatchProcessor:
         event_type = resolve_event_type(self.event_type, _records_of(event))
         self.items = _parse(event_type, _records_of(event))
         settings = dataclasses.replace(self._settings, event_type=event_type)
-        BatchRun(settings, record_handler, _takes_guard(record_handler), context, self.items).run()
+        BatchRun(settings, record_handler, _takes_guard(record_handler), context, self.items, self._workers()).run()
         failures = [i for i in self.items if i.outcome is None or not i.outcome.succeeded]
         response: PartialBatchResponse = {"batchItemFailures": [{"itemIdentifier": i.item_id} for i in failures]}
         self.summary = self._summarize(event_type, (time.perf_counter() - started) * 1000)
@@ -175,6 +177,11 @@ class BatchProcessor:
             errors = [(i.item_id, i.error or RuntimeError(f"not run: {i.outcome}")) for i in failures]
             raise BatchProcessingError(errors, response)
         return response
+
+    def _workers(self) -> ThreadPoolExecutor | None:
+        if self._settings.max_workers > 1 and self._pool is None:
+            self._pool = ThreadPoolExecutor(self._settings.max_workers, thread_name_prefix="idempotent-consumer")
+        return self._pool
 
     def _summarize(self, event_type: EventType, duration_ms: float) -> BatchSummary:
         counts = Counter(item.outcome for item in self.items)
@@ -216,7 +223,7 @@ def _parse_one(event_type: EventType, index: int, raw: Any) -> Item:
         # Without its identifier a record cannot be reported failed: fail the whole invocation so the
         # batch is redelivered rather than lose it.
         raise BatchEventError(f"record {index} of the batch is not a {event_type.value} record: missing {e}") from e
-    return Item(index, raw, record, item_identifier(record), ordering_key(record))
+    return Item(raw, record, item_identifier(record), ordering_key(record))
 
 
 def _parse(event_type: EventType, raws: list[Any]) -> list[Item]:
