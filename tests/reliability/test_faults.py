@@ -37,6 +37,11 @@ def faulty(ddb_server):
     return DynamoDBPersistenceLayer(table_name=ddb_server.create_table(), boto3_client=client), injector
 
 
+@pytest.fixture
+def ledger(tmp_path):
+    return Ledger(str(tmp_path / "ledger.sqlite3"))
+
+
 def later(seconds: float):
     return lambda: time.time() + seconds
 
@@ -60,9 +65,8 @@ KEY = make_key(RECORD, CONFIG)
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("operation", ["PutItem", "UpdateItem"])
-def test_one_transient_fault_is_retried_away(faulty, tmp_path, operation, kind):
+def test_one_transient_fault_is_retried_away(faulty, ledger, operation, kind):
     store, injector = faulty
-    ledger = Ledger(str(tmp_path / "l.sqlite3"))
     injector.fail(operation, kind, 1)
     _, failed = run(store, ledger, [RECORD])
     assert injector.total == 1
@@ -72,9 +76,8 @@ def test_one_transient_fault_is_retried_away(faulty, tmp_path, operation, kind):
 
 
 @pytest.mark.parametrize("kind", ["throttle", "server", "connection"])
-def test_acquire_that_keeps_failing_reports_the_record_and_never_runs_it(faulty, tmp_path, kind, report):
+def test_acquire_that_keeps_failing_reports_the_record_and_never_runs_it(faulty, ledger, kind, report):
     store, injector = faulty
-    ledger = Ledger(str(tmp_path / "l.sqlite3"))
     injector.fail("PutItem", kind, ATTEMPTS)
     processor, failed = run(store, ledger, [RECORD])
     assert failed == {"msg-1"}
@@ -88,9 +91,8 @@ def test_acquire_that_keeps_failing_reports_the_record_and_never_runs_it(faulty,
 
 
 @pytest.mark.parametrize("kind", ["throttle", "server", "connection"])
-def test_complete_that_keeps_failing_reports_the_record_and_never_marks_it_complete(faulty, tmp_path, kind, report):
+def test_complete_that_keeps_failing_reports_the_record_and_never_marks_it_complete(faulty, ledger, kind, report):
     store, injector = faulty
-    ledger = Ledger(str(tmp_path / "l.sqlite3"))
     injector.fail("UpdateItem", kind, ATTEMPTS)
     processor, failed = run(store, ledger, [RECORD])
     assert failed == {"msg-1"}
@@ -106,9 +108,8 @@ def test_complete_that_keeps_failing_reports_the_record_and_never_marks_it_compl
     report(records=1, deliveries=3, duplicates=2, faults=injector.total, double_effects="1 (commit failed)", lost=0)
 
 
-def test_lost_answer_to_a_successful_commit_is_not_a_failure(faulty, tmp_path):
+def test_lost_answer_to_a_successful_commit_is_not_a_failure(faulty, ledger):
     store, injector = faulty
-    ledger = Ledger(str(tmp_path / "l.sqlite3"))
     injector.fail("UpdateItem", "lost_response", 1)  # applied; the retry finds our own COMPLETE record
     _, failed = run(store, ledger, [RECORD])
     assert failed == set()
@@ -116,9 +117,8 @@ def test_lost_answer_to_a_successful_commit_is_not_a_failure(faulty, tmp_path):
 
 
 @pytest.mark.parametrize("kind", ["throttle", "server", "connection", "lost_response"])
-def test_release_faults_never_lose_the_record(faulty, tmp_path, kind):
+def test_release_faults_never_lose_the_record(faulty, ledger, kind):
     store, injector = faulty
-    ledger = Ledger(str(tmp_path / "l.sqlite3"))
 
     def failing(record):
         raise RuntimeError("downstream refused")
@@ -133,9 +133,8 @@ def test_release_faults_never_lose_the_record(faulty, tmp_path, kind):
 
 
 @pytest.mark.slow
-def test_random_faults_on_every_call_nothing_lost_nothing_complete_without_running(faulty, tmp_path, report):
+def test_random_faults_on_every_call_nothing_lost_nothing_complete_without_running(faulty, ledger, report):
     store, injector = faulty
-    ledger = Ledger(str(tmp_path / "l.sqlite3"))
     records = [sqs_record(f"msg-{i:03d}", {"order": i}) for i in range(200)]
     injector.randomly(0.3)
     pending, deliveries, ahead = records, 0, 0
