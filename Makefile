@@ -52,7 +52,7 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff format --check .
 
 types: $(VENV)/.installed
-	$(BIN)/mypy --strict consumer persistence
+	$(BIN)/mypy --strict consumer persistence samples
 
 check: lint types test
 

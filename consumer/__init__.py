@@ -19,6 +19,7 @@ from consumer._errors import (
 )
 from consumer._serde import canonical_json
 from consumer.batch import (
+    BatchEvent,
     BatchEventError,
     BatchProcessingError,
     BatchProcessor,
@@ -36,6 +37,7 @@ from persistence import IdempotencyError, ItemTooLargeError, LockLostError, Pers
 __all__ = [
     "DEFAULT_KEY_EXPRESSIONS",
     "AlreadyProcessed",
+    "BatchEvent",
     "BatchEventError",
     "BatchProcessingError",
     "BatchProcessor",

@@ -10,7 +10,7 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypeAlias, TypedDict
 
 from consumer._batch_run import BatchRun, Item, Outcome, RunSettings
 from consumer._context import register_lambda_context, system_clock
@@ -20,12 +20,18 @@ from persistence import IdempotencyError
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
+    from aws_lambda_typing.events import DynamoDBStreamEvent, KinesisStreamEvent, SQSEvent
+
     from consumer._context import Clock, LambdaContext
     from consumer.config import IdempotencyConfig
     from persistence import PersistenceLayer
 
 logger = logging.getLogger("idempotent_consumer")
 _ERRORS_SHOWN = 3  # causes named in a BatchProcessingError's message (all are in .errors)
+
+
+#: The events a batch processor takes (aws-lambda-typing's TypedDicts; plain dicts work the same).
+BatchEvent: TypeAlias = "SQSEvent | KinesisStreamEvent | DynamoDBStreamEvent | Mapping[str, Any]"
 
 
 class BatchItemFailure(TypedDict):
@@ -156,7 +162,7 @@ class BatchProcessor:
         self._pool: ThreadPoolExecutor | None = None  # made on first use, kept for warm invocations
 
     def process(
-        self, event: Mapping[str, Any], record_handler: Callable[..., Any], context: LambdaContext | None = None
+        self, event: BatchEvent, record_handler: Callable[..., Any], context: LambdaContext | None = None
     ) -> PartialBatchResponse:
         """Process one invocation's batch and return its partial batch response.
 
@@ -210,7 +216,7 @@ class BatchProcessor:
             logger.info(json.dumps({"message": "batch processed", **asdict(summary)}))
 
 
-def _records_of(event: Mapping[str, Any]) -> list[Any]:
+def _records_of(event: BatchEvent) -> list[Any]:
     records = event.get("Records") if isinstance(event, dict) else None
     if not isinstance(records, list):
         raise BatchEventError("the event has no 'Records' list: is this a batch (SQS, Kinesis, DynamoDB Streams)?")
@@ -232,7 +238,7 @@ def _parse(event_type: EventType, raws: list[Any]) -> list[Item]:
 
 
 def process_partial_response(
-    event: Mapping[str, Any],
+    event: BatchEvent,
     record_handler: Callable[..., Any],
     processor: BatchProcessor,
     context: LambdaContext | None = None,

@@ -7,13 +7,17 @@ import binascii
 import enum
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from consumer._attribute_values import deserialize_item
 from consumer._serde import canonical_json
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+
+    from aws_lambda_typing.events.dynamodb_stream import DynamodbRecord
+    from aws_lambda_typing.events.kinesis_stream import KinesisStreamRecord
+    from aws_lambda_typing.events.sqs import SQSMessage
 
 
 class EventType(str, enum.Enum):
@@ -36,7 +40,7 @@ class SQSRecord:
         receive_count: How many times SQS has delivered the message.
     """
 
-    raw: Mapping[str, Any]
+    raw: SQSMessage
     message_id: str
     body: str
     message_group_id: str | None
@@ -48,7 +52,7 @@ class SQSRecord:
         return json.loads(self.body)
 
     @classmethod
-    def from_raw(cls, raw: Mapping[str, Any]) -> SQSRecord:
+    def from_raw(cls, raw: SQSMessage) -> SQSRecord:
         """Wrap a raw SQS record."""
         attributes = raw.get("attributes") or {}
         return cls(
@@ -70,7 +74,7 @@ class KinesisRecord:
         partition_key: The ordering key.
     """
 
-    raw: Mapping[str, Any]
+    raw: KinesisStreamRecord
     event_id: str
     sequence_number: str
     partition_key: str
@@ -99,7 +103,7 @@ class KinesisRecord:
         return json.loads(self.data)
 
     @classmethod
-    def from_raw(cls, raw: Mapping[str, Any]) -> KinesisRecord:
+    def from_raw(cls, raw: KinesisStreamRecord) -> KinesisRecord:
         """Wrap a raw Kinesis record."""
         kinesis = raw["kinesis"]
         return cls(raw, raw.get("eventID", ""), kinesis["sequenceNumber"], kinesis.get("partitionKey", ""))
@@ -116,7 +120,7 @@ class DynamoDBStreamRecord:
         keys: The item's key attributes (the ordering key).
     """
 
-    raw: Mapping[str, Any]
+    raw: DynamodbRecord
     event_id: str
     event_name: str
     sequence_number: str
@@ -135,7 +139,7 @@ class DynamoDBStreamRecord:
         return None if image is None else deserialize_item(image)
 
     @classmethod
-    def from_raw(cls, raw: Mapping[str, Any]) -> DynamoDBStreamRecord:
+    def from_raw(cls, raw: DynamodbRecord) -> DynamoDBStreamRecord:
         """Wrap a raw DynamoDB Streams record."""
         stream = raw["dynamodb"]
         keys = deserialize_item(stream.get("Keys") or {})
@@ -160,10 +164,10 @@ def resolve_event_type(event_type: EventType, records: list[Any]) -> EventType:
 def parse_record(event_type: EventType, raw: Mapping[str, Any]) -> Record:
     """Wrap ``raw`` as the typed record of ``event_type`` (raises ``KeyError``/``TypeError`` when malformed)."""
     if event_type in (EventType.SQS, EventType.SQS_FIFO):
-        return SQSRecord.from_raw(raw)
+        return SQSRecord.from_raw(cast("SQSMessage", raw))
     if event_type is EventType.KINESIS:
-        return KinesisRecord.from_raw(raw)
-    return DynamoDBStreamRecord.from_raw(raw)
+        return KinesisRecord.from_raw(cast("KinesisStreamRecord", raw))
+    return DynamoDBStreamRecord.from_raw(cast("DynamodbRecord", raw))
 
 
 def item_identifier(record: Record) -> str:

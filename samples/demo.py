@@ -11,6 +11,11 @@ import logging
 import os
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import ModuleType
 
 DEMO_DIR = Path(".demo")
 EVENT = Path(__file__).with_name("events") / "sqs_orders.json"
@@ -23,7 +28,7 @@ def _setup() -> None:
     os.environ["SAMPLES_LEDGER"] = str(DEMO_DIR / "payments.sqlite3")
 
 
-def _deliver(number: int, event: dict, sample, context_factory) -> None:  # noqa: ANN001 - module objects
+def _deliver(number: int, event: Any, sample: ModuleType, context_factory: Callable[[], Any]) -> None:
     print(f"\nDelivery {number}: SQS hands the consumer {len(event['Records'])} messages")
     response = sample.handler(event, context_factory())
     for item in sample.processor.items:

@@ -19,7 +19,8 @@ def record_handler(record: KinesisRecord) -> str:
     """Count one click (the data is base64 JSON; a record that is not fails alone)."""
     click = record.json_data
     analytics.record(SAMPLE, record.sequence_number, f"{record.partition_key} clicked {click['page']}")
-    return click["page"]
+    page: str = click["page"]
+    return page
 
 
 def handler(event: dict[str, Any], context: Any) -> Any:

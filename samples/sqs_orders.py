@@ -8,11 +8,15 @@ to the payment provider as well, as real payment APIs allow.
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from consumer import BatchProcessor, EventType, IdempotencyConfig, IdempotencyGuard, SQSRecord, process_partial_response
 from persistence import store_from_url
 from samples.ledger import Ledger
+
+if TYPE_CHECKING:
+    from aws_lambda_typing.context import Context
+    from aws_lambda_typing.events import SQSEvent
 
 SAMPLE = "sqs_orders"
 config = IdempotencyConfig(
@@ -40,6 +44,6 @@ def record_handler(record: SQSRecord, guard: IdempotencyGuard) -> dict[str, Any]
     return {"order_id": order["order_id"], "charge_id": charge(order, idempotency_key=guard.key)}
 
 
-def handler(event: dict[str, Any], context: Any) -> Any:
+def handler(event: SQSEvent, context: Context) -> Any:
     """The Lambda handler (SQS trigger with ReportBatchItemFailures)."""
     return process_partial_response(event, record_handler, processor, context)
