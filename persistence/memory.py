@@ -34,6 +34,7 @@ class InMemoryPersistenceLayer:
         """See :meth:`persistence.PersistenceLayer.acquire`."""
         require_status(record, RecordStatus.IN_PROGRESS, "acquire")
         check_size(record)
+        # write IN_PROGRESS  IF absent OR expired OR (IN_PROGRESS past its deadline)  ELSE return the holder
         with self._lock:
             existing = self._records.get(record.key)
             if existing is not None and not existing.can_be_acquired(now_ms):
@@ -45,6 +46,7 @@ class InMemoryPersistenceLayer:
         """See :meth:`persistence.PersistenceLayer.complete`."""
         require_status(record, RecordStatus.COMPLETE, "complete")
         check_size(record)
+        # write COMPLETE  IF lease = mine AND status = IN_PROGRESS  ELSE ours already (a retry) or LockLostError
         with self._lock:
             existing = self._records.get(record.key)
             if existing is None or existing.lease != record.lease or existing.status is not RecordStatus.IN_PROGRESS:
@@ -56,6 +58,7 @@ class InMemoryPersistenceLayer:
 
     def release(self, key: str, lease: str) -> None:
         """See :meth:`persistence.PersistenceLayer.release`."""
+        # delete  IF lease = mine  ELSE gone already (released) or LockLostError
         with self._lock:
             existing = self._records.get(key)
             if existing is None or existing.lease != lease:

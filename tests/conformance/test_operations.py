@@ -85,3 +85,13 @@ def test_scan_filters_by_status_and_limits(store):
 def test_scan_refuses_the_derived_expired_status(store):
     with pytest.raises(ValueError, match="EXPIRED is derived"):
         list(store.scan(RecordStatus.EXPIRED))
+
+
+def test_scan_reads_past_one_page(store):
+    # DynamoDB returns at most 1 MB per Scan page: 30 records of ~40 KB need two pages.
+    for i in range(30):
+        held = lock(f"k{i:02d}")
+        store.acquire(held, NOW_MS)
+        store.complete(done(held, json.dumps("x" * 40_000)))
+    assert sorted(r.key for r in store.scan()) == [f"k{i:02d}" for i in range(30)]
+    assert len(list(store.scan(limit=25))) == 25

@@ -44,6 +44,17 @@ def test_failed_body_is_two_requests_and_stale_release_one(counted):
     assert sent == ["DeleteItem"]
 
 
+def test_operator_calls_are_one_request_each(counted):
+    store, sent = counted
+    held = lock("k")
+    store.acquire(held, NOW_MS)
+    sent.clear()
+    assert store.get("k") == held
+    assert store.delete("k") is True
+    assert list(store.scan()) == []
+    assert sent == ["GetItem", "DeleteItem", "Scan"]
+
+
 def test_client_is_created_lazily():
     store = DynamoDBPersistenceLayer(table_name="t")
     assert store._client is None
@@ -92,3 +103,14 @@ def test_storage_failure_names_the_key_and_chains_the_cause():
             store.acquire(lock("fn#abc"), NOW_MS)
     assert caught.value.key == "fn#abc"
     assert isinstance(caught.value.__cause__, ClientError)
+
+
+def test_scan_follows_pages_past_one_megabyte(counted):
+    store, sent = counted
+    for i in range(30):
+        held = lock(f"k{i:02d}")
+        store.acquire(held, NOW_MS)
+        store.complete(done(held, '"' + "x" * 40_000 + '"'))
+    sent.clear()
+    assert len(list(store.scan())) == 30
+    assert sent == ["Scan", "Scan"]
