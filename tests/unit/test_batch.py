@@ -131,6 +131,26 @@ class TestFIFO:
         assert handler.ran == ["a1", "b1", "a2", "a3"]
 
 
+    def test_parallel_groups_keep_fifo_order_and_lose_nothing(self, store):
+        ran, lock = [], threading.Lock()
+        records = [sqs_record(f"{g}{i}", f"{g}{i}", group=g) for i in range(5) for g in "ABCD"]
+
+        def handler(record):
+            with lock:
+                ran.append(record.message_id)
+            if record.message_id == "B1":
+                raise ValueError("poison")
+
+        processor = BatchProcessor(EventType.SQS, store=store, max_workers=4, skip_group_on_error=True)
+        failed = set(failures(process_partial_response(sqs_event(*records), handler, processor)))
+        assert failed == {"B1", "B2", "B3", "B4"}
+        assert [m for m in ran if m.startswith("B")] == ["B0", "B1"]
+        for group in "ACD":
+            assert [m for m in ran if m.startswith(group)] == [f"{group}{i}" for i in range(5)]
+        completed = {item.item_id for item in processor.items if item.outcome.succeeded}
+        assert completed | failed == {r["messageId"] for r in records}
+
+
 class TestStreams:
     def test_kinesis_failure_skips_the_rest_of_its_partition_key_only(self, store):
         event = {"Records": [kinesis_record(1, "u1", 1), kinesis_record(2, "u2", 2), kinesis_record(3, "u1", 3)]}
