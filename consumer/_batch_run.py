@@ -87,9 +87,11 @@ class BatchRun:
             for item in self.items:
                 self._run_item(item)
             return
+        # Records without an ordering key still share a worker with their own duplicates (same id), so a
+        # duplicate replays after the first copy instead of failing on its lock.
         groups: dict[object, list[Item]] = {}
-        for index, item in enumerate(self.items):
-            groups.setdefault(index if item.group is None else item.group, []).append(item)
+        for item in self.items:
+            groups.setdefault(("id", item.item_id) if item.group is None else item.group, []).append(item)
         futures = [self.pool.submit(contextvars.copy_context().run, self._run_group, g) for g in groups.values()]
         for future in futures:
             future.result()

@@ -225,6 +225,20 @@ class TestDeadlineAndParallelism:
         assert order == {f"k{j}": list(range(j, 40, 4)) for j in range(4)}
         assert peak[0] > 1, "records of different keys never ran at the same time"
 
+    def test_parallel_duplicates_replay_instead_of_failing_on_the_lock(self, store):
+        ran, lock = [], threading.Lock()
+
+        def handler(record):
+            with lock:
+                ran.append(record.message_id)
+            time.sleep(0.005)
+
+        event = sqs_event(*(sqs_record(f"m{i % 5}", i % 5) for i in range(20)))
+        processor = BatchProcessor(EventType.SQS, store=store, max_workers=8)
+        assert failures(process_partial_response(event, handler, processor)) == []
+        assert sorted(ran) == [f"m{i}" for i in range(5)]
+        assert (processor.summary.processed, processor.summary.replayed) == (5, 15)
+
     def test_parallel_sqs_standard_runs_every_record_once(self, store):
         ran, lock = [], threading.Lock()
 
