@@ -22,6 +22,14 @@ Item = dict[str, Any]
 _CONDITION_FAILED = "ConditionalCheckFailedException"
 
 
+class _ConditionFailedError(Exception):
+    """A conditional write's condition failed; carries the item as it stands (ALL_OLD), empty if none."""
+
+    def __init__(self, item: Item) -> None:
+        super().__init__("conditional check failed")
+        self.item = item
+
+
 class DynamoDBPersistenceLayer:
     """Records in a DynamoDB table (partition key ``id`` by default, TTL on ``expiration``).
 
@@ -155,20 +163,26 @@ class DynamoDBPersistenceLayer:
 
     # -- requests -----------------------------------------------------------------------------------
 
-    def _write(self, operation: str, key: str, **request: Any) -> Item | None:
-        """Send one conditional write. Return ``None`` on success, the current item when the condition failed."""
+    def _send(self, operation: str, key: str | None, **request: Any) -> Item:
+        """Send one request; a store failure becomes ``PersistenceLayerError`` naming the key."""
         from botocore.exceptions import BotoCoreError, ClientError  # noqa: PLC0415 - lazy, see _create_client
 
-        method = getattr(self.client, operation)
         try:
-            method(TableName=self.table_name, ReturnValuesOnConditionCheckFailure="ALL_OLD", **request)
+            response: Item = getattr(self.client, operation)(TableName=self.table_name, **request)
         except ClientError as e:
-            if e.response.get("Error", {}).get("Code") != _CONDITION_FAILED:
-                raise PersistenceLayerError(f"DynamoDB {operation} failed for {key!r}: {e}", key=key) from e
-            item: Item = e.response.get("Item") or {}  # type: ignore[assignment]
-            return item
+            if "ConditionExpression" in request and e.response.get("Error", {}).get("Code") == _CONDITION_FAILED:
+                raise _ConditionFailedError(e.response.get("Item") or {}) from e  # type: ignore[arg-type]
+            raise PersistenceLayerError(f"DynamoDB {operation} failed for {key!r}: {e}", key=key) from e
         except BotoCoreError as e:
             raise PersistenceLayerError(f"DynamoDB {operation} failed for {key!r}: {e}", key=key) from e
+        return response
+
+    def _write(self, operation: str, key: str, **request: Any) -> Item | None:
+        """Send one conditional write. Return ``None`` on success, the current item when the condition failed."""
+        try:
+            self._send(operation, key, ReturnValuesOnConditionCheckFailure="ALL_OLD", **request)
+        except _ConditionFailedError as failed:
+            return failed.item
         return None
 
     def _existing(self, item: Item) -> IdempotencyRecord | None:
@@ -257,23 +271,14 @@ class DynamoDBPersistenceLayer:
         if blocking is not None:
             confirm_release(key, self._existing(blocking))
 
-    def _read(self, operation: str, key: str | None, **request: Any) -> Item:
-        from botocore.exceptions import BotoCoreError, ClientError  # noqa: PLC0415 - lazy, see _create_client
-
-        try:
-            response: Item = getattr(self.client, operation)(TableName=self.table_name, **request)
-        except (ClientError, BotoCoreError) as e:
-            raise PersistenceLayerError(f"DynamoDB {operation} failed for {key!r}: {e}", key=key) from e
-        return response
-
     def get(self, key: str) -> IdempotencyRecord | None:
         """See :meth:`persistence.PersistenceLayer.get`. One consistent GetItem."""
-        item = self._read("get_item", key, Key=self._key(key), ConsistentRead=True).get("Item")
+        item = self._send("get_item", key, Key=self._key(key), ConsistentRead=True).get("Item")
         return None if item is None else self._from_item(item)
 
     def delete(self, key: str) -> bool:
         """See :meth:`persistence.PersistenceLayer.delete`. One DeleteItem."""
-        return "Attributes" in self._read("delete_item", key, Key=self._key(key), ReturnValues="ALL_OLD")
+        return "Attributes" in self._send("delete_item", key, Key=self._key(key), ReturnValues="ALL_OLD")
 
     def scan(self, status: RecordStatus | None = None, limit: int | None = None) -> Iterator[IdempotencyRecord]:
         """See :meth:`persistence.PersistenceLayer.scan`. Paginates; a filter applies after each page."""
@@ -294,7 +299,7 @@ class DynamoDBPersistenceLayer:
     def _scan_pages(self, request: Item, limit: int | None) -> Iterator[IdempotencyRecord]:
         yielded = 0
         while limit is None or yielded < limit:
-            page = self._read("scan", None, **request)
+            page = self._send("scan", None, **request)
             for item in page.get("Items", []):
                 if limit is not None and yielded >= limit:
                     return
