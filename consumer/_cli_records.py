@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 import time
@@ -66,12 +67,14 @@ def _row(record: IdempotencyRecord, now_ms: int) -> dict[str, Any]:
 
 
 def _scan(store: PersistenceLayer, status: str | None, limit: int | None) -> list[IdempotencyRecord]:
+    # The store pages lazily: stop reading once `limit` records passed the effective-status filter.
     now = _now_ms()
     if status == RecordStatus.EXPIRED.value:
-        return [r for r in store.scan() if r.is_expired(now)][:limit]
-    stored = None if status is None else RecordStatus(status)
-    records = [r for r in store.scan(stored) if stored is None or not r.is_expired(now)]
-    return records[:limit]
+        records = (r for r in store.scan() if r.is_expired(now))
+    else:
+        stored = None if status is None else RecordStatus(status)
+        records = (r for r in store.scan(stored) if stored is None or not r.is_expired(now))
+    return list(itertools.islice(records, limit))
 
 
 def _print_table(records: list[IdempotencyRecord], as_json: bool) -> None:
