@@ -130,7 +130,6 @@ class TestFIFO:
         assert failures(process_partial_response(self.EVENT, handler, processor)) == ["b1", "b2"]
         assert handler.ran == ["a1", "b1", "a2", "a3"]
 
-
     def test_parallel_groups_keep_fifo_order_and_lose_nothing(self, store):
         ran, lock = [], threading.Lock()
         records = [sqs_record(f"{g}{i}", f"{g}{i}", group=g) for i in range(5) for g in "ABCD"]
