@@ -32,7 +32,7 @@ def _doomed_worker(factory, ledger_path, locked) -> None:
         time.sleep(120)
         Ledger(ledger_path).record("crash", record.message_id, "doomed")
 
-    processor.process(sqs_event(RECORD), handler, LocalContext(timeout_ms=1500))
+    processor.process(sqs_event(RECORD), handler, LocalContext(timeout_ms=10_000))
 
 
 def later(seconds: float):
@@ -57,14 +57,14 @@ def test_sigkilled_holder_blocks_until_its_deadline_then_is_taken_over(race_fact
     assert held.status is RecordStatus.IN_PROGRESS
     handler = lambda record: Ledger(ledger_path).record("crash", record.message_id, "redelivery")  # noqa: E731
 
-    # Redelivered before the lock deadline (1.5 s + 0.5 s grace): a live lock, reported failed.
+    # Redelivered before the lock deadline (at most 10 s + 0.5 s grace): a live lock, reported failed.
     early = BatchProcessor(EventType.SQS, store=store, config=CONFIG, raise_on_entire_batch_failure=False)
     assert early.process(sqs_event(RECORD), handler)["batchItemFailures"] == [{"itemIdentifier": "msg-crash"}]
     assert early.summary.in_progress == 1
 
     # Past the deadline the record is stuck no longer: the next delivery takes it over and completes it.
-    assert held.is_lock_expired(int(later(2.1)() * 1000))
-    late = BatchProcessor(EventType.SQS, store=store, config=CONFIG, clock=later(2.1))
+    assert held.is_lock_expired(int(later(10.6)() * 1000))
+    late = BatchProcessor(EventType.SQS, store=store, config=CONFIG, clock=later(10.6))
     assert late.process(sqs_event(RECORD), handler)["batchItemFailures"] == []
     assert store.get(KEY).status is RecordStatus.COMPLETE
     assert effects(Ledger(ledger_path), "crash") == {"msg-crash": 1}
