@@ -10,6 +10,8 @@ import hashlib
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from consumer import IdempotencyConfig, IdempotencyKeyError, canonical_json, make_key
 
@@ -106,3 +108,21 @@ def test_unserializable_selection_is_a_key_error():
 def test_other_hash_functions():
     key = make_key({"messageId": "m"}, IdempotencyConfig(hash_function="blake2b", key_prefix="p"))
     assert key == "p#" + hashlib.blake2b(b'"m"').hexdigest()
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(payload=st.dictionaries(st.text(max_size=6), JSON_VALUES, min_size=1, max_size=5), seed=st.randoms())
+def test_key_ignores_key_order_and_whitespace_of_any_json_body(payload, seed):
+    items = list(payload.items())
+    seed.shuffle(items)
+    config = IdempotencyConfig(event_key_jmespath="powertools_json(body)")
+    compact = {"body": json.dumps(payload, separators=(",", ":"))}
+    shuffled = {"body": json.dumps(dict(items), indent=2)}
+    assert make_key(compact, config) == make_key(shuffled, config)
