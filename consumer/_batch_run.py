@@ -109,8 +109,10 @@ class BatchRun:
         return None
 
     def _run_item(self, item: Item) -> None:
-        item.outcome = self._blocked(item)
-        if item.outcome is not None:
+        blocked = self._blocked(item)
+        if blocked is not None:
+            # Not run: later records of its group (or batch) must not overtake it.
+            self._fail(item, blocked, None)
             return
         s = self.settings
         try:
@@ -119,7 +121,7 @@ class BatchRun:
             )
             with guard as g:
                 g.result = self.handler(item.record, g) if self.pass_guard else self.handler(item.record)
-                item.result = g.result
+            item.result = g.result
             item.outcome = Outcome.PROCESSED if g.key is not None else Outcome.UNGUARDED
         except AlreadyProcessed as done:
             item.outcome, item.result = Outcome.REPLAYED, done.response
@@ -128,7 +130,7 @@ class BatchRun:
         except Exception as e:  # noqa: BLE001 - any failure of one record is reported, never raised
             self._fail(item, Outcome.FAILED, e)
 
-    def _fail(self, item: Item, outcome: Outcome, error: BaseException) -> None:
+    def _fail(self, item: Item, outcome: Outcome, error: BaseException | None) -> None:
         item.outcome, item.error = outcome, error
         s = self.settings
         with self._lock:
