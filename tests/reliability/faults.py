@@ -11,6 +11,7 @@ from typing import Any
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import EndpointConnectionError
 from botocore.httpsession import URLLib3Session
+from dynamodb_local import canned_answer
 
 KINDS = ("throttle", "server", "connection", "lost_response")
 _ERRORS = {
@@ -20,19 +21,10 @@ _ERRORS = {
 }
 
 
-class _Body:
-    def __init__(self, body: bytes) -> None:
-        self._body = body
-
-    def stream(self, **_: Any):
-        yield self._body
-
-
 def _error(request: Any, kind: str) -> AWSResponse:
     status, code = _ERRORS[kind]
     body = json.dumps({"__type": f"com.amazonaws.dynamodb.v20120810#{code}", "message": f"injected {kind}"})
-    headers = {"content-type": "application/x-amz-json-1.0", "x-amzn-requestid": "injected"}
-    return AWSResponse(request.url, status, headers, _Body(body.encode()))
+    return canned_answer(request.url, status, body.encode())
 
 
 class FaultInjector:

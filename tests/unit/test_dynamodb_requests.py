@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
-from records import NOW_MS, done, lock
+from records import NOW_MS, done, lock, taken_over
 
 from persistence import DynamoDBPersistenceLayer, LockLostError, PersistenceLayerError
 
@@ -35,9 +35,7 @@ def test_failed_body_is_two_requests_and_stale_release_one(counted):
     store.acquire(held, NOW_MS)
     store.release("k", held.lease)
     assert sent == ["PutItem", "DeleteItem"]
-    stale = lock("k", lock_ms=1000)
-    store.acquire(stale, NOW_MS)
-    store.acquire(lock("k", now_ms=NOW_MS + 2000), NOW_MS + 2000)
+    stale, _ = taken_over(store)
     sent.clear()
     with pytest.raises(LockLostError):
         store.release("k", stale.lease)
