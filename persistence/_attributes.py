@@ -47,6 +47,17 @@ def _number_size(value: int) -> int:
     return len(str(abs(value))) // 2 + 2
 
 
+def text_size(text: str) -> int:
+    r"""Return the bytes DynamoDB counts for ``text``: its UTF-8 length. Never raises.
+
+    A lone surrogate (``"\ud83d"``, which has no UTF-8 form) counts 3 bytes: the size of both forms a server
+    can keep in its place, the replacement character U+FFFD and the surrogate's own 3-byte (CESU-8) form.
+    botocore sends it as its 6-character JSON escape, but DynamoDB counts the decoded string, not the escape.
+    Two surrogates that form a pair count 6 where DynamoDB may count 4: an overcount, on the safe side.
+    """
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
 def record_size(record: IdempotencyRecord, names: AttributeNames = DEFAULT_ATTRIBUTES) -> int:
     """Return the record's size in bytes as DynamoDB counts an item (names plus values, UTF-8).
 
@@ -62,19 +73,23 @@ def record_size(record: IdempotencyRecord, names: AttributeNames = DEFAULT_ATTRI
         names.payload_hash: record.payload_hash,
     }
     numbers = {names.expires_at: record.expires_at, names.in_progress_expires_at: record.in_progress_expires_at}
-    size = sum(len(n.encode()) + len(v.encode()) for n, v in strings.items() if v is not None)
-    return size + sum(len(n.encode()) + _number_size(v) for n, v in numbers.items() if v is not None)
+    size = sum(text_size(n) + text_size(v) for n, v in strings.items() if v is not None)
+    return size + sum(text_size(n) + _number_size(v) for n, v in numbers.items() if v is not None)
 
 
 def check_size(record: IdempotencyRecord, names: AttributeNames = DEFAULT_ATTRIBUTES, extra_bytes: int = 0) -> None:
-    """Raise :class:`ItemTooLargeError` if the record would exceed :data:`MAX_ITEM_BYTES`.
+    """Raise :class:`ItemTooLargeError` if the record would exceed :data:`MAX_ITEM_BYTES`; nothing else.
+
+    Text that has no UTF-8 form is counted, not refused (see :func:`text_size`): whether it can be stored
+    is the store's to say.
 
     Args:
         record: The record about to be written.
         names: The attribute names it is stored under.
         extra_bytes: Bytes stored beside the record (a composite table's static partition key).
     """
-    # Fast path: UTF-8 takes at most 4 bytes a character, numbers at most 21, names are short.
+    # Fast path: UTF-8 takes at most 4 bytes a character (a lone surrogate counts 3), numbers at most 21,
+    # names are short.
     texts = (record.key, record.lease, record.response or "", record.payload_hash or "")
     if 4 * sum(map(len, texts)) + extra_bytes + _SMALL_ITEM_SLACK < MAX_ITEM_BYTES:
         return

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from persistence._errors import LockLostError
+from persistence._errors import LockLostError, PersistenceLayerError
 from persistence._record import IdempotencyRecord, RecordStatus
 
 if TYPE_CHECKING:
@@ -120,3 +121,76 @@ def confirm_release(key: str, existing: IdempotencyRecord | None) -> None:
 def blocking(record: IdempotencyRecord, existing: IdempotencyRecord | None) -> IdempotencyRecord | None:
     """After a refused acquire: the record that holds the key, or ``None`` if it is ours already (a retry)."""
     return None if existing is not None and existing.lease == record.lease else existing
+
+
+_STORED_STATUSES = {status.value: status for status in (RecordStatus.IN_PROGRESS, RecordStatus.COMPLETE)}
+_INTEGER = re.compile(r"-?[0-9]+")
+
+
+def _missing(name: str) -> ValueError:
+    return ValueError(f"{name} is missing")
+
+
+def _text(name: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise _missing(name) if value is None else TypeError(f"{name} is not text: {value!r}")
+    return value
+
+
+def _integer(name: str, value: object) -> int:
+    # DynamoDB hands a number over as its decimal text, SQLite as an int; a bool is an int to Python: refused.
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and _INTEGER.fullmatch(value):
+        return int(value)
+    raise _missing(name) if value is None else TypeError(f"{name} is not a whole number: {value!r}")
+
+
+def _status(value: object) -> RecordStatus:
+    status = _STORED_STATUSES.get(_text("status", value))
+    if status is None:
+        raise ValueError(f"status is {value!r}, not {' or '.join(_STORED_STATUSES)}")
+    return status
+
+
+def decode_record(
+    *,
+    key: object,
+    status: object,
+    expires_at: object,
+    in_progress_expires_at: object,
+    lease: object,
+    response: object,
+    payload_hash: object,
+) -> IdempotencyRecord:
+    """Build the record a store read, checking every value: the one place every backend decodes an item.
+
+    Args:
+        key: The stored key.
+        status: The stored status: ``IN_PROGRESS`` or ``COMPLETE`` (``EXPIRED`` is never stored).
+        expires_at: Epoch seconds, an ``int`` or its decimal text (as DynamoDB returns numbers).
+        in_progress_expires_at: Epoch milliseconds, likewise; ``None`` when absent.
+        lease: The holder's lease; ``None`` when absent, read as ``""`` (no holder's lease matches it).
+        response: The stored result's JSON text, or ``None``.
+        payload_hash: The payload-validation hash, or ``None``.
+
+    Raises:
+        PersistenceLayerError: The item is not a record this library wrote (another library's status
+            such as ``PENDING``, a missing status or expiry, a number that is not a whole number, a value
+            of the wrong type). It names the key and chains the cause.
+    """
+    try:
+        return IdempotencyRecord(
+            key=_text("the key", key),
+            status=_status(status),
+            expires_at=_integer("expires_at", expires_at),
+            in_progress_expires_at=None
+            if in_progress_expires_at is None
+            else _integer("in_progress_expires_at", in_progress_expires_at),
+            lease="" if lease is None else _text("lease", lease),
+            response=None if response is None else _text("response", response),
+            payload_hash=None if payload_hash is None else _text("payload_hash", payload_hash),
+        )
+    except (TypeError, ValueError) as e:
+        name = key if isinstance(key, str) else repr(key)
+        raise PersistenceLayerError(f"stored item {name!r} is not a record this library wrote: {e}", key=name) from e

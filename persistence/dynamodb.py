@@ -6,8 +6,15 @@ import os
 import threading
 from typing import TYPE_CHECKING, Any
 
-from persistence._attributes import AttributeNames, check_size
-from persistence._base import blocking, confirm_complete, confirm_release, require_status, require_stored_status
+from persistence._attributes import AttributeNames, check_size, text_size
+from persistence._base import (
+    blocking,
+    confirm_complete,
+    confirm_release,
+    decode_record,
+    require_status,
+    require_stored_status,
+)
 from persistence._errors import PersistenceLayerError
 from persistence._record import MS_PER_SECOND, IdempotencyRecord, RecordStatus
 
@@ -142,23 +149,26 @@ class DynamoDBPersistenceLayer:
     def _from_item(self, item: Item) -> IdempotencyRecord:
         n = self.names
 
-        def text(name: str) -> str | None:
+        def plain(name: str, kind: str) -> object:
+            # The value inside {kind: value}; None when absent; the attribute value as it is when it holds
+            # another type, so that decode_record names what it found.
             value = item.get(name)
-            return None if value is None else str(value["S"])
+            return value.get(kind, value) if isinstance(value, dict) else value
 
-        deadline = item.get(n.in_progress_expires_at)
-        return IdempotencyRecord(
-            key=str(item[n.key]["S"]),
-            status=RecordStatus(item[n.status]["S"]),
-            expires_at=int(item[n.expires_at]["N"]),
-            in_progress_expires_at=None if deadline is None else int(deadline["N"]),
-            lease=text(n.lease) or "",
-            response=text(n.response),
-            payload_hash=text(n.payload_hash),
+        return decode_record(
+            key=plain(n.key, "S"),
+            status=plain(n.status, "S"),
+            expires_at=plain(n.expires_at, "N"),
+            in_progress_expires_at=plain(n.in_progress_expires_at, "N"),
+            lease=plain(n.lease, "S"),
+            response=plain(n.response, "S"),
+            payload_hash=plain(n.payload_hash, "S"),
         )
 
     def _check_size(self, record: IdempotencyRecord) -> None:
-        extra = 0 if self.sort_key_attr is None else len(self.partition_key_attr) + len(self.static_pk_value)
+        extra = (
+            0 if self.sort_key_attr is None else text_size(self.partition_key_attr) + text_size(self.static_pk_value)
+        )
         check_size(record, self.names, extra_bytes=extra)
 
     # -- requests -----------------------------------------------------------------------------------
@@ -173,7 +183,9 @@ class DynamoDBPersistenceLayer:
             if "ConditionExpression" in request and e.response.get("Error", {}).get("Code") == _CONDITION_FAILED:
                 raise _ConditionFailedError(e.response.get("Item") or {}) from e  # type: ignore[arg-type]
             raise PersistenceLayerError(f"DynamoDB {operation} failed for {key!r}: {e}", key=key) from e
-        except BotoCoreError as e:
+        except (BotoCoreError, UnicodeError) as e:
+            # Text goes out as ASCII JSON (a lone surrogate as its \\u escape, which DynamoDB Local stores and
+            # returns as it is); an answer that is not UTF-8 makes botocore raise UnicodeDecodeError.
             raise PersistenceLayerError(f"DynamoDB {operation} failed for {key!r}: {e}", key=key) from e
         return response
 

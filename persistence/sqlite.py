@@ -11,7 +11,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from persistence._attributes import check_size
-from persistence._base import blocking, confirm_complete, confirm_release, require_status, require_stored_status
+from persistence._base import (
+    blocking,
+    confirm_complete,
+    confirm_release,
+    decode_record,
+    require_status,
+    require_stored_status,
+)
 from persistence._errors import PersistenceLayerError
 from persistence._record import MS_PER_SECOND, IdempotencyRecord, RecordStatus
 
@@ -53,9 +60,11 @@ WHERE key = ? AND lease = ? AND status = 'IN_PROGRESS'
 _RELEASE = "DELETE FROM records WHERE key = ? AND lease = ?"
 
 
-def _row_to_record(row: tuple[str, str, int, int | None, str, str | None, str | None]) -> IdempotencyRecord:
+def _row_to_record(row: tuple[object, ...]) -> IdempotencyRecord:
+    # SQLite's column types are affinities: a row written by someone else can hold any value anywhere.
     key, status, expires_at, deadline, lease, response, payload_hash = row
-    return IdempotencyRecord(key, RecordStatus(status), expires_at, deadline, lease, response, payload_hash)
+    return decode_record(key=key, status=status, expires_at=expires_at, in_progress_expires_at=deadline,
+                         lease=lease, response=response, payload_hash=payload_hash)  # fmt: skip
 
 
 def _set_up(conn: sqlite3.Connection, *, last_try: bool) -> bool:
@@ -130,6 +139,10 @@ class SQLitePersistenceLayer:
             conn.execute("COMMIT")
         except sqlite3.Error as e:
             raise PersistenceLayerError(f"SQLite store failed on {key!r}: {e}", key=key) from e
+        except UnicodeEncodeError as e:
+            # SQLite text is UTF-8: a str holding a lone surrogate (json.dumps(..., ensure_ascii=False) makes
+            # one from the valid JSON "\\ud83d") has no UTF-8 form, and the sqlite3 module raises this.
+            raise PersistenceLayerError(f"SQLite store cannot encode the text of {key!r}: {e}", key=key) from e
 
     def acquire(self, record: IdempotencyRecord, now_ms: int) -> IdempotencyRecord | None:
         """See :meth:`persistence.PersistenceLayer.acquire`."""
