@@ -7,11 +7,12 @@ import json
 import sys
 import time
 from dataclasses import asdict
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from consumer.config import IdempotencyConfig
 from consumer.keys import DEFAULT_KEY_EXPRESSIONS, default_key_expression, make_key, select
-from persistence import IdempotencyError, IdempotencyRecord, RecordStatus, store_from_url
+from persistence import IdempotencyError, IdempotencyRecord, LockLostError, RecordStatus, store_from_url
 
 if TYPE_CHECKING:
     import argparse
@@ -31,8 +32,15 @@ class CommandError(Exception):
 
 
 def out(text: str = "") -> None:
-    """Print one line of the command's output."""
-    print(text)  # noqa: T201 - the command's output
+    r"""Print one line of the command's output; text stdout cannot encode is printed backslash-escaped.
+
+    A stored response may hold a lone surrogate (``"\ud83d"``); escaped, it still reads back as JSON.
+    """
+    try:
+        print(text)  # noqa: T201 - the command's output
+    except UnicodeEncodeError:
+        encoding = sys.stdout.encoding or "utf-8"
+        print(text.encode(encoding, "backslashreplace").decode(encoding))  # noqa: T201
 
 
 def open_store(url: str) -> PersistenceLayer:
@@ -62,7 +70,8 @@ def _row(record: IdempotencyRecord, now_ms: int) -> dict[str, Any]:
         "stored_status": record.status.value,
         "expires": _span(record.expires_at * 1000 - now_ms),
         "lock_deadline": "-" if deadline is None else _span(deadline - now_ms),
-        "response_bytes": None if record.response is None else len(record.response.encode()),
+        # As the item size check counts it: a lone surrogate counts 3 bytes (it has no UTF-8 form).
+        "response_bytes": None if record.response is None else len(record.response.encode("utf-8", "surrogatepass")),
     }
 
 
@@ -132,17 +141,56 @@ def records_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _moment(ms: int, now_ms: int) -> str:
+    """``ms`` (epoch milliseconds) in ISO 8601 (UTC), as the number itself and as a span from now."""
+    iso = datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds")
+    return f"{iso.replace('+00:00', 'Z')} (epoch ms {ms}, {_span(ms - now_ms)})"
+
+
+def _live_lock(record: IdempotencyRecord, now_ms: int) -> str | None:
+    """Who holds ``record`` until when, if it is a live lock (an acquire would be refused); else ``None``."""
+    if record.status is not RecordStatus.IN_PROGRESS or record.can_be_acquired(now_ms):
+        return None
+    deadline = record.in_progress_expires_at
+    until = record.expires_at * 1000 if deadline is None else deadline
+    return f"held by lease {record.lease} until {_moment(until, now_ms)}"
+
+
+def _describe(record: IdempotencyRecord) -> str:
+    return f"{record.status.value} under lease {record.lease}"
+
+
 def records_delete(args: argparse.Namespace) -> int:
-    """``records delete KEY``: let one record run again (asks first, unless ``--yes``)."""
+    """``records delete KEY``: let one record run again (asks first, unless ``--yes``).
+
+    A live ``IN_PROGRESS`` lock (its holder may still be running) is refused unless ``--force``: deleting
+    it lets a duplicate run beside the holder. Only the record read and checked is deleted (a delete
+    conditional on its lease): if it changed meanwhile, nothing is deleted.
+    """
     store = open_store(args.store)
     record = _get(store, args.key)
+    holder = _live_lock(record, _now_ms())
+    if holder is not None and not args.force:
+        raise CommandError(
+            f"refusing to delete {args.key!r}: it is a live IN_PROGRESS lock, {holder}; deleting it lets a "
+            "duplicate run while its holder is still running (--force deletes it anyway)"
+        )
     if not args.yes:
-        sys.stdout.write(f"Delete {record.status.value} record {args.key!r}? Its record will run again. [y/N] ")
+        question = f"Delete {record.status.value} record {args.key!r}? Its record will run again."
+        if holder is not None:
+            question = f"Delete the live IN_PROGRESS lock {args.key!r}, {holder}? A duplicate may run beside it."
+        sys.stdout.write(f"{question} [y/N] ")
         sys.stdout.flush()
         if sys.stdin.readline().strip().lower() not in ("y", "yes"):
             raise CommandError("not deleted")
-    if not store.delete(args.key):
-        raise CommandError(f"no record {args.key!r}")
+    try:
+        store.release(args.key, record.lease)
+    except LockLostError as e:
+        now = "gone" if e.existing_record is None else _describe(e.existing_record)
+        raise CommandError(
+            f"the record changed since it was read: {args.key!r} was {_describe(record)}, is now {now}; "
+            "nothing deleted, try again"
+        ) from e
     out(f"deleted {args.key}")
     return EXIT_OK
 

@@ -25,7 +25,15 @@ RECORDS_EXAMPLES = """examples:
   idempotent-consumer records list --json --store 'dynamodb://Idempotency?region=eu-west-1'
   idempotent-consumer records show 'orders-consumer#9f86d08...'
   idempotent-consumer records delete 'orders-consumer#9f86d08...' --yes
+  idempotent-consumer records delete 'orders-consumer#9f86d08...' --yes --force   # even a live lock
   idempotent-consumer records stuck
+"""
+DELETE_DESCRIPTION = """Delete one record so that its record runs again on its next delivery.
+
+A live IN_PROGRESS lock (its holder may still be running) is refused unless --force is given:
+deleting it lets a duplicate run beside the holder. A lock past its deadline (its holder crashed)
+and a COMPLETE record are deleted without --force. Only the record read is deleted: if it changed
+meanwhile (another invocation took it over), nothing is deleted.
 """
 KEY_EXAMPLES = """examples:
   idempotent-consumer key --event samples/events/sqs_orders.json
@@ -135,9 +143,12 @@ def _add_records(commands: Any) -> None:
     show = _subparser(actions, "show", "the whole record, response pretty-printed", RECORDS_EXAMPLES, parents=[store])
     show.add_argument("key", metavar="KEY")
     show.set_defaults(action=ops.records_show)
-    delete = _subparser(actions, "delete", "let one record run again", RECORDS_EXAMPLES, parents=[store])
+    delete = _subparser(actions, "delete", "let one record run again", RECORDS_EXAMPLES, parents=[store],
+                        description=DELETE_DESCRIPTION)  # fmt: skip
     delete.add_argument("key", metavar="KEY")
     delete.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    delete.add_argument("--force", action="store_true",
+                        help="delete even a live IN_PROGRESS lock (a duplicate may run beside its holder)")  # fmt: skip
     delete.set_defaults(action=ops.records_delete)
     stuck = _subparser(actions, "stuck", "IN_PROGRESS records past their lock deadline", RECORDS_EXAMPLES,
                        parents=[store, listing])  # fmt: skip

@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
-from persistence import IdempotencyRecord, RecordStatus, store_from_url
+from persistence import (
+    DynamoDBPersistenceLayer,
+    IdempotencyRecord,
+    RecordStatus,
+    SQLitePersistenceLayer,
+    store_from_url,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = ROOT / "samples" / "events"
@@ -177,3 +186,123 @@ def test_every_command_has_help_with_examples():
         result = cli(*command, "--help")
         assert result.returncode == 0, command
         assert "examples:" in result.stdout, command
+
+
+def test_delete_refuses_a_live_lock_naming_its_holder_and_deadline(seeded):
+    url, store = seeded
+    live = store.get("fn#live")
+    for flags in (["--yes"], []):
+        result = cli("records", "delete", "fn#live", "--store", url, *flags, stdin="y\n")
+        assert result.returncode == 1
+        assert result.stderr.count("\n") == 1, result.stderr
+        assert "[y/N]" not in result.stdout  # refused before asking
+        message = result.stderr
+        assert "'fn#live'" in message
+        assert "lease l2" in message
+        assert str(live.in_progress_expires_at) in message
+        deadline = datetime.fromtimestamp(live.in_progress_expires_at / 1000, tz=timezone.utc)
+        assert deadline.isoformat(timespec="milliseconds").replace("+00:00", "Z") in message
+        assert "in 5" in message or "in 1m" in message  # about 60 s from now, as a span
+        assert "--force" in message
+    assert store.get("fn#live") == live
+
+
+def test_delete_force_deletes_a_live_lock(seeded):
+    url, store = seeded
+    result = cli("records", "delete", "fn#live", "--store", url, "--yes", "--force")
+    assert (result.returncode, result.stdout) == (0, "deleted fn#live\n"), result.stderr
+    assert store.get("fn#live") is None
+
+
+def test_delete_force_without_yes_warns_then_asks(seeded):
+    url, store = seeded
+    refused = cli("records", "delete", "fn#live", "--store", url, "--force", stdin="n\n")
+    assert refused.returncode == 1
+    assert "live" in refused.stdout
+    assert "[y/N]" in refused.stdout
+    assert store.get("fn#live") is not None
+    assert cli("records", "delete", "fn#live", "--store", url, "--force", stdin="y\n").returncode == 0
+    assert store.get("fn#live") is None
+
+
+def test_delete_of_an_expired_lock_or_a_complete_record_needs_no_force(seeded):
+    url, store = seeded
+    for key in ("fn#stuck", "fn#complete", "fn#expired"):
+        result = cli("records", "delete", key, "--store", url, "--yes")
+        assert (result.returncode, result.stdout) == (0, f"deleted {key}\n"), result.stderr
+        assert store.get(key) is None
+
+
+def test_delete_refuses_a_record_that_changed_since_it_was_read(seeded):
+    # While the command waits for its answer, another invocation takes the stuck lock over.
+    url, store = seeded
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "consumer.cli", "records", "delete", "fn#stuck", "--store", url]
+    with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, env=env, cwd=ROOT) as process:  # fmt: skip
+        assert process.stdout is not None
+        _read_until(process.stdout, "[y/N] ")
+        now_ms = int(time.time() * 1000)
+        takeover = IdempotencyRecord.in_progress("fn#stuck", expires_at=now_ms // 1000 + 3600,
+                                                 lock_deadline_ms=now_ms + 60_000)  # fmt: skip
+        assert store.acquire(takeover, now_ms) is None
+        _, stderr = process.communicate("y\n", timeout=60)
+    assert process.returncode == 1
+    assert stderr.count("\n") == 1, stderr
+    assert "the record changed since it was read" in stderr
+    assert "try again" in stderr
+    assert store.get("fn#stuck") == takeover
+
+
+def _read_until(stream, marker: str) -> str:
+    text = ""
+    while not text.endswith(marker):
+        char = stream.read(1)
+        assert char, f"the command ended before printing {marker!r}: {text!r}"
+        text += char
+    return text
+
+
+def _write_foreign(url: str, key: str) -> None:
+    """Another library's item (status PENDING), written straight into the table or file."""
+    store = store_from_url(url)
+    if isinstance(store, SQLitePersistenceLayer):
+        store.get("nothing")  # creates the file and its table
+        with contextlib.closing(sqlite3.connect(store.path)) as conn, conn:
+            conn.execute("INSERT INTO records (key, status, expires_at, lease) VALUES (?, 'PENDING', ?, 'x')",
+                         (key, int(time.time()) + 3600))  # fmt: skip
+        return
+    assert isinstance(store, DynamoDBPersistenceLayer)
+    expiry = str(int(time.time()) + 3600)
+    item = {"id": {"S": key}, "status": {"S": "PENDING"}, "expiration": {"N": expiry}}
+    store.client.put_item(TableName=store.table_name, Item=item)
+
+
+@pytest.mark.parametrize("command", [["list"], ["list", "--json"], ["show", "fn#foreign"], ["delete", "fn#foreign"]])
+def test_a_foreign_item_is_a_one_line_error_naming_its_key(seeded, command):
+    url, _ = seeded
+    _write_foreign(url, "fn#foreign")
+    result = cli("records", *command, "--store", url, *(["--yes"] if command[0] == "delete" else []))
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith("idempotent-consumer: PersistenceLayerError:")
+    assert "'fn#foreign'" in result.stderr
+
+
+def test_list_and_show_a_response_holding_a_lone_surrogate(ddb_server):
+    # DynamoDB stores a lone surrogate as it is (SQLite refuses it); the commands must still print it.
+    url = f"dynamodb://{ddb_server.create_table()}?endpoint_url={ddb_server.endpoint_url}&region=us-east-1"
+    store, now = store_from_url(url), int(time.time())
+    held = IdempotencyRecord.in_progress("fn#odd", expires_at=now + 3600, lock_deadline_ms=(now + 60) * 1000)
+    store.acquire(held, now * 1000)
+    store.complete(held.completed('"\ud83d"', now + 3600))
+    table = cli("records", "list", "--store", url)
+    assert (table.returncode, table.stderr) == (0, "")
+    assert "5 B" in table.stdout  # the surrogate counted as 3 bytes, as the item size check counts it
+    lines = cli("records", "list", "--json", "--store", url)
+    assert lines.returncode == 0, lines.stderr
+    assert json.loads(json.loads(lines.stdout)["response"]) == "\ud83d"
+    shown = cli("records", "show", "fn#odd", "--store", url)
+    assert shown.returncode == 0, shown.stderr
+    assert '"\\ud83d"' in shown.stdout
