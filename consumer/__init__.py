@@ -16,6 +16,8 @@ from consumer._errors import (
     IdempotencyConfigError,
     IdempotencyKeyError,
     IdempotencyValidationError,
+    InvalidResultError,
+    NestedReplayError,
 )
 from consumer._serde import canonical_json
 from consumer.batch import (
@@ -52,10 +54,12 @@ __all__ = [
     "IdempotencyGuard",
     "IdempotencyKeyError",
     "IdempotencyValidationError",
+    "InvalidResultError",
     "ItemTooLargeError",
     "KinesisRecord",
     "LambdaContext",
     "LockLostError",
+    "NestedReplayError",
     "Outcome",
     "PartialBatchResponse",
     "PersistenceLayerError",

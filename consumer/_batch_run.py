@@ -8,7 +8,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from consumer._context import remaining_ms
 from consumer._errors import AlreadyProcessed, IdempotencyAlreadyInProgressError
+from consumer._handlers import KEYWORD, POSITIONAL
 from consumer.event_sources import EventType
 from consumer.guard import IdempotencyGuard, idempotency_disabled
 
@@ -72,7 +74,7 @@ class BatchRun:
 
     settings: RunSettings
     handler: Callable[..., Any]
-    pass_guard: bool
+    guard_passing: str
     context: LambdaContext | None
     items: list[Item]
     pool: ThreadPoolExecutor | None = None
@@ -104,7 +106,8 @@ class BatchRun:
         with self._lock:
             if self._stopped or (item.group is not None and item.group in self._failed_groups):
                 return Outcome.SKIPPED
-        if self.context is not None and self.context.get_remaining_time_in_millis() < self.settings.deadline_margin_ms:
+        # Exactly the margin left still starts the record: the margin is what a record may not go below.
+        if self.context is not None and remaining_ms(self.context) < self.settings.deadline_margin_ms:
             return Outcome.DEFERRED
         return None
 
@@ -120,15 +123,22 @@ class BatchRun:
                 item.raw, store=s.store, config=s.config, context=self.context, clock=s.clock, disabled=self._disabled
             )
             with guard as g:
-                g.result = self.handler(item.record, g) if self.pass_guard else self.handler(item.record)
+                g.result = self._call(item.record, g)
             item.result = g.result
             item.outcome = Outcome.PROCESSED if g.key is not None else Outcome.UNGUARDED
-        except AlreadyProcessed as done:
+        except AlreadyProcessed as done:  # from the record's own guard: a nested one's is a NestedReplayError
             item.outcome, item.result = Outcome.REPLAYED, done.response
         except IdempotencyAlreadyInProgressError as e:
             self._fail(item, Outcome.IN_PROGRESS, e)
         except Exception as e:  # noqa: BLE001 - any failure of one record is reported, never raised
             self._fail(item, Outcome.FAILED, e)
+
+    def _call(self, record: Record, guard: IdempotencyGuard) -> Any:
+        if self.guard_passing == POSITIONAL:
+            return self.handler(record, guard)
+        if self.guard_passing == KEYWORD:
+            return self.handler(record, guard=guard)
+        return self.handler(record)
 
     def _fail(self, item: Item, outcome: Outcome, error: BaseException | None) -> None:
         item.outcome, item.error = outcome, error

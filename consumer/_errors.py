@@ -55,3 +55,24 @@ class AlreadyProcessed(Exception):  # noqa: N818 - an outcome, not an error: the
         self.response = response
         self.response_stored = record.response is not None
         self.record = record
+
+
+class NestedReplayError(IdempotencyError):
+    """An :class:`AlreadyProcessed` escaped the body of another guard: a nested step replayed.
+
+    Only a guard's own ``__enter__`` means "this record is done". A replay of a step guarded *inside* the
+    body (one guard per line item, per downstream call) that is not caught there skips the rest of the body,
+    so the outer record has failed, not completed: its lock is released and this error propagates. Catch
+    ``AlreadyProcessed`` around the inner ``with`` block to carry on after a replayed step.
+
+    ``key`` is the outer guard's key (``None`` when it ran unguarded), ``existing_record`` the nested step's
+    ``COMPLETE`` record, and ``__cause__`` the nested :class:`AlreadyProcessed`.
+    """
+
+
+class InvalidResultError(IdempotencyError, TypeError):
+    """A guarded body's result was a coroutine, awaitable or generator: the work it stands for never ran.
+
+    Committing it would mark the record done without running it, so the lock is released instead (the
+    coroutine or generator is closed) and the record fails.
+    """

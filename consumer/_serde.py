@@ -187,9 +187,6 @@ def encode_result(value: Any) -> str:
         raise ResultEncodingError(f"a result of type {_name(type(value))} cannot be stored: {problem}") from e
 
 
-dumps_result = encode_result  # the former name, for callers not yet moved to encode_result
-
-
 def _tagged(value: Any, active: set[int]) -> Any:
     t = type(value)
     if t is str and not value.isascii() and _SURROGATE.search(value):

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
-import functools
 import json
 import logging
+import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -13,7 +14,8 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias, TypedDict
 
 from consumer._batch_run import BatchRun, Item, Outcome, RunSettings
-from consumer._context import register_lambda_context, system_clock
+from consumer._context import Invocation, system_clock
+from consumer._handlers import handler_shape
 from consumer.event_sources import EventType, item_identifier, ordering_key, parse_record, resolve_event_type
 from persistence import IdempotencyError
 
@@ -83,24 +85,22 @@ class BatchSummary:
     duration_ms: float
 
 
-@functools.lru_cache(maxsize=64)
-def _takes_guard(handler: Callable[..., Any]) -> bool:
-    import inspect  # noqa: PLC0415 - once per handler; costs 6 ms at import time
-
-    try:
-        params = inspect.signature(handler).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    return len(positional) > 1 or any(p.kind is p.VAR_POSITIONAL for p in params)
+@dataclass(frozen=True, slots=True)
+class _Batch:
+    items: list[Item]
+    summary: BatchSummary
 
 
 class BatchProcessor:
     """Runs each record of a batch inside its own :class:`IdempotencyGuard` and reports the failures.
 
-    A duplicate (``AlreadyProcessed``) counts as success. Any other exception, a live lock held by another
-    invocation included, makes that record a batch item failure. The record handler takes the typed
-    record, and optionally the guard as a second argument (for ``guard.key``).
+    A duplicate (``AlreadyProcessed`` from the record's own guard) counts as success. Any other exception,
+    a live lock held by another invocation included, makes that record a batch item failure. The record
+    handler takes the typed record, and the guard (for ``guard.key``) when it asks for it: a parameter
+    named ``guard``, or a second positional parameter without a default.
+
+    One processor may serve several threads at once: ``process`` keeps its state in the call, and
+    ``summary`` / ``items`` are those of the last batch processed by the calling thread (or task).
 
     Example:
         >>> from persistence import InMemoryPersistenceLayer
@@ -157,9 +157,23 @@ class BatchProcessor:
             stop_on_first_failure,
             skip_group_on_error,
         )
-        self.summary: BatchSummary | None = None
-        self.items: list[Item] = []
+        self._last: contextvars.ContextVar[_Batch | None] = contextvars.ContextVar(
+            f"idempotent_consumer_batch_{id(self)}", default=None
+        )
         self._pool: ThreadPoolExecutor | None = None  # made on first use, kept for warm invocations
+        self._pool_lock = threading.Lock()
+
+    @property
+    def summary(self) -> BatchSummary | None:
+        """What the last batch processed by this thread (or task) did; ``None`` before the first."""
+        last = self._last.get()
+        return None if last is None else last.summary
+
+    @property
+    def items(self) -> list[Item]:
+        """The records of the last batch processed by this thread (or task), with their outcomes."""
+        last = self._last.get()
+        return [] if last is None else last.items
 
     def process(
         self, event: BatchEvent, record_handler: Callable[..., Any], context: LambdaContext | None = None
@@ -169,39 +183,36 @@ class BatchProcessor:
         Raises:
             BatchEventError: The event has no ``Records`` list, or a record lacks its identifier.
             BatchProcessingError: Every record failed (unless ``raise_on_entire_batch_failure=False``).
+            TypeError: ``record_handler`` is ``async def`` or a generator function (nothing is run).
         """
         started = time.perf_counter()
-        register_lambda_context(context)
+        shape = handler_shape(record_handler)
         event_type = resolve_event_type(self.event_type, _records_of(event))
-        self.items = _parse(event_type, _records_of(event))
+        items = _parse(event_type, _records_of(event))
         settings = dataclasses.replace(self._settings, event_type=event_type)
-        BatchRun(settings, record_handler, _takes_guard(record_handler), context, self.items, self._workers()).run()
-        failures = [i for i in self.items if i.outcome is None or not i.outcome.succeeded]
+        with Invocation(context):
+            BatchRun(settings, record_handler, shape.guard_passing, context, items, self._workers()).run()
+        failures = [i for i in items if i.outcome is None or not i.outcome.succeeded]
         response: PartialBatchResponse = {"batchItemFailures": [{"itemIdentifier": i.item_id} for i in failures]}
-        self.summary = self._summarize(event_type, (time.perf_counter() - started) * 1000)
-        self._log(failures)
-        if failures and len(failures) == len(self.items) and self.raise_on_entire_batch_failure:
+        summary = _summarize(event_type, items, (time.perf_counter() - started) * 1000)
+        self._last.set(_Batch(items, summary))
+        self._log(summary, failures)
+        if failures and len(failures) == len(items) and self.raise_on_entire_batch_failure:
             errors = [(i.item_id, i.error or RuntimeError(f"not run: {i.outcome}")) for i in failures]
             raise BatchProcessingError(errors, response)
         return response
 
     def _workers(self) -> ThreadPoolExecutor | None:
         if self._settings.max_workers > 1 and self._pool is None:
-            self._pool = ThreadPoolExecutor(self._settings.max_workers, thread_name_prefix="idempotent-consumer")
+            with self._pool_lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(
+                        self._settings.max_workers, thread_name_prefix="idempotent-consumer"
+                    )
         return self._pool
 
-    def _summarize(self, event_type: EventType, duration_ms: float) -> BatchSummary:
-        counts = Counter(item.outcome for item in self.items)
-        return BatchSummary(
-            event_type=event_type.value,
-            records=len(self.items),
-            duration_ms=round(duration_ms, 3),
-            **{outcome.value: counts[outcome] for outcome in Outcome},
-        )
-
-    def _log(self, failures: list[Item]) -> None:
-        summary = self.summary
-        if summary is None or not logger.isEnabledFor(logging.WARNING):
+    def _log(self, summary: BatchSummary, failures: list[Item]) -> None:
+        if not logger.isEnabledFor(logging.WARNING):
             return
         for item in failures:
             if item.error is not None:
@@ -214,6 +225,16 @@ class BatchProcessor:
             )
         if logger.isEnabledFor(logging.INFO):
             logger.info(json.dumps({"message": "batch processed", **asdict(summary)}))
+
+
+def _summarize(event_type: EventType, items: list[Item], duration_ms: float) -> BatchSummary:
+    counts = Counter(item.outcome for item in items)
+    return BatchSummary(
+        event_type=event_type.value,
+        records=len(items),
+        duration_ms=round(duration_ms, 3),
+        **{outcome.value: counts[outcome] for outcome in Outcome},
+    )
 
 
 def _records_of(event: BatchEvent) -> list[Any]:

@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import jmespath.exceptions
 
-from consumer._cache import LocalCache
+from consumer._cache import LocalCache, LocalCaches
 from consumer._errors import IdempotencyConfigError
 from consumer._jmespath import compile_expression
 
 if TYPE_CHECKING:
     from jmespath.parser import ParsedResult
 
-    from persistence import IdempotencyRecord
+    from persistence import IdempotencyRecord, PersistenceLayer
 
 
 class ResponseHook(Protocol):
@@ -39,9 +39,13 @@ class IdempotencyConfig:
         raise_on_no_idempotency_key: Raise ``IdempotencyKeyError`` when the selection is empty, instead of
             running the record unguarded with a warning.
         expires_after_seconds: How long a completed record counts.
-        use_local_cache: Keep completed records in an in-process LRU, so a duplicate costs no request.
-        local_cache_max_items: Size of that LRU.
-        hash_function: A :mod:`hashlib` algorithm name.
+        use_local_cache: Keep completed records in an in-process LRU (one per store), so a duplicate costs
+            no request.
+        local_cache_max_items: Size of each LRU.
+        local_cache_max_age_seconds: How long a cached record is trusted before the store is asked again:
+            the bound on how long a warm process keeps replaying a record after an operator deleted it.
+        hash_function: Any fixed-length :mod:`hashlib` algorithm available here (``sha256``, ``blake2b``,
+            ``sha512_256``, ...); variable-length digests (``shake_128``) are refused.
         key_prefix: Prefix of every key; defaults to ``AWS_LAMBDA_FUNCTION_NAME`` (read when the config is
             built: Lambda sets it before your module loads), else ``"local"``.
         lock_timeout_seconds: Lock lifetime when there is no Lambda context.
@@ -60,6 +64,7 @@ class IdempotencyConfig:
     expires_after_seconds: int = 3600
     use_local_cache: bool = False
     local_cache_max_items: int = 256
+    local_cache_max_age_seconds: int = 60
     hash_function: str = "sha256"
     key_prefix: str | None = None
     lock_timeout_seconds: int = 60
@@ -67,26 +72,39 @@ class IdempotencyConfig:
     response_hook: ResponseHook | None = None
     key_expression: ParsedResult | None = field(init=False, repr=False, compare=False, default=None)
     validation_expression: ParsedResult | None = field(init=False, repr=False, compare=False, default=None)
-    local_cache: LocalCache | None = field(init=False, repr=False, compare=False, default=None)
+    local_caches: LocalCaches | None = field(init=False, repr=False, compare=False, default=None)
     prefix: str = field(init=False, repr=False, compare=False, default="local")
 
     def __post_init__(self) -> None:
         """Validate every field and compile the expressions once."""
-        for name in ("expires_after_seconds", "local_cache_max_items", "lock_timeout_seconds"):
+        for name in ("expires_after_seconds", "local_cache_max_items", "local_cache_max_age_seconds",
+                     "lock_timeout_seconds"):  # fmt: skip
             _require(getattr(self, name) > 0, f"{name} must be positive, got {getattr(self, name)!r}")
         _require(self.lock_grace_ms >= 0, f"lock_grace_ms must not be negative, got {self.lock_grace_ms!r}")
-        _require(
-            self.hash_function in hashlib.algorithms_guaranteed,
-            f"hash_function {self.hash_function!r} is not one of {sorted(hashlib.algorithms_guaranteed)}",
-        )
+        _check_hash_function(self.hash_function)
         _require(self.key_prefix != "", "key_prefix must not be empty (use None for the default)")
         object.__setattr__(self, "key_expression", _compile("event_key_jmespath", self.event_key_jmespath))
         validation = _compile("payload_validation_jmespath", self.payload_validation_jmespath)
         object.__setattr__(self, "validation_expression", validation)
         if self.use_local_cache:
-            object.__setattr__(self, "local_cache", LocalCache(self.local_cache_max_items))
+            caches = LocalCaches(self.local_cache_max_items, self.local_cache_max_age_seconds * 1000)
+            object.__setattr__(self, "local_caches", caches)
         prefix = self.key_prefix or os.environ.get("AWS_LAMBDA_FUNCTION_NAME") or "local"
         object.__setattr__(self, "prefix", prefix)
+
+    def cache_for(self, store: PersistenceLayer) -> LocalCache | None:
+        """The local cache of ``store`` (``None`` without ``use_local_cache``)."""
+        return None if self.local_caches is None else self.local_caches.for_store(store)
+
+
+def _check_hash_function(name: str) -> None:
+    try:
+        digest_size = hashlib.new(name).digest_size
+    except (ValueError, TypeError) as e:
+        available = sorted(hashlib.algorithms_available)
+        raise IdempotencyConfigError(f"hash_function {name!r} is not available here (one of {available})") from e
+    # shake_128 / shake_256 report 0 and need a length for every digest: keys must have one fixed length.
+    _require(digest_size > 0, f"hash_function {name!r} is not a fixed-length digest")
 
 
 def _require(condition: bool, message: str) -> None:

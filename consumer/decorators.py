@@ -5,8 +5,9 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from consumer._context import register_lambda_context, system_clock
+from consumer._context import Invocation, system_clock
 from consumer._errors import AlreadyProcessed
+from consumer._handlers import refuse_async
 from consumer.config import IdempotencyConfig
 from consumer.guard import IdempotencyGuard
 
@@ -26,12 +27,17 @@ def idempotent(
     """Make a whole Lambda handler idempotent (EventBridge rule targets, direct invocations).
 
     The key is selected from the event (EventBridge: its ``id`` by default). A duplicate returns the
-    first run's stored response without running the handler.
+    first run's stored response without running the handler. The context is registered for the length of
+    the call (for ``@idempotent_function`` inside it, and threads the handler starts).
 
     Args:
         store: Where records live.
         config: Key selection and timings.
         clock: Epoch seconds.
+
+    Raises:
+        TypeError: When decorating an ``async def`` or generator function (not supported yet: its result
+            would be committed without the body running).
 
     Example:
         >>> from persistence import InMemoryPersistenceLayer
@@ -44,15 +50,17 @@ def idempotent(
     """
 
     def decorate(handler: Handler) -> Handler:
+        refuse_async(handler, "@idempotent handler")
+
         @functools.wraps(handler)
         def wrapper(event: Any, context: LambdaContext | None) -> Any:
-            register_lambda_context(context)
-            try:
-                with IdempotencyGuard(event, store=store, config=config, context=context, clock=clock) as guard:
-                    guard.result = handler(event, context)
-            except AlreadyProcessed as done:
-                return done.response
-            return guard.result
+            with Invocation(context):
+                try:
+                    with IdempotencyGuard(event, store=store, config=config, context=context, clock=clock) as guard:
+                        guard.result = handler(event, context)
+                except AlreadyProcessed as done:  # our own guard's: a nested one's is a NestedReplayError
+                    return done.response
+                return guard.result
 
         return wrapper  # type: ignore[return-value]
 
@@ -69,15 +77,20 @@ def idempotent_function(
     """Make any function idempotent on one of its keyword arguments.
 
     The key prefix includes the function's module and qualified name, so two functions given the same
-    data do not share records. A duplicate returns the stored result as JSON data (a dataclass result
-    comes back as a dict). The lock deadline follows the Lambda context registered with
-    :func:`register_lambda_context` (``@idempotent`` and the batch processor register it).
+    data do not share records. A duplicate returns the stored result (see the README's "Guarantees and
+    limits" for which types replay exactly; a dataclass result comes back as a dict). The key is selected
+    from the argument's plain form (a dataclass's fields, a Pydantic model's ``model_dump()``). The lock
+    deadline follows the Lambda context registered with :func:`register_lambda_context` (``@idempotent``
+    and the batch processor register it).
 
     Args:
         data_keyword_argument: The argument the key is selected from; it must be passed by keyword.
         store: Where records live.
         config: Key selection and timings.
         clock: Epoch seconds.
+
+    Raises:
+        TypeError: When decorating an ``async def`` or generator function (not supported yet).
 
     Example:
         >>> from persistence import InMemoryPersistenceLayer
@@ -92,6 +105,7 @@ def idempotent_function(
     resolved = config or IdempotencyConfig()
 
     def decorate(function: Callable[..., R]) -> Callable[..., R]:
+        refuse_async(function, "@idempotent_function")
         name = f"{function.__module__}.{function.__qualname__}"
 
         @functools.wraps(function)
@@ -104,7 +118,7 @@ def idempotent_function(
             try:
                 with IdempotencyGuard(data, store=store, config=resolved, clock=clock, key_prefix=prefix) as guard:
                     guard.result = function(*args, **kwargs)
-            except AlreadyProcessed as done:
+            except AlreadyProcessed as done:  # our own guard's: a nested one's is a NestedReplayError
                 return done.response  # type: ignore[no-any-return]
             return guard.result  # type: ignore[no-any-return]
 

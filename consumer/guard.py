@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import functools
-import json
 import logging
 import os
+from types import AsyncGeneratorType, GeneratorType
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, final
 
-from consumer._context import current_lambda_context, system_clock
-from consumer._errors import AlreadyProcessed, IdempotencyAlreadyInProgressError, IdempotencyValidationError
-from consumer._serde import dumps_result
+from consumer._context import current_lambda_context, remaining_ms, system_clock
+from consumer._errors import (
+    AlreadyProcessed,
+    IdempotencyAlreadyInProgressError,
+    IdempotencyValidationError,
+    InvalidResultError,
+    NestedReplayError,
+)
+from consumer._serde import ResultEncodingError, decode_result, encode_result
 from consumer.config import IdempotencyConfig
 from consumer.keys import make_key, payload_hash
 from persistence import IdempotencyError, IdempotencyRecord, ItemTooLargeError, PersistenceLayer, RecordStatus
@@ -19,6 +26,7 @@ from persistence import IdempotencyError, IdempotencyRecord, ItemTooLargeError, 
 if TYPE_CHECKING:
     from types import TracebackType
 
+    from consumer._cache import LocalCache
     from consumer._context import Clock, LambdaContext
 
 logger = logging.getLogger("idempotent_consumer")
@@ -30,11 +38,37 @@ def _default_config(function_name: str | None) -> IdempotencyConfig:  # noqa: AR
 
 
 _warned_invocation: list[str | None] = []
+# Keys whose lock an enclosing guard of this thread (or task) holds: a nested guard on one of them would
+# meet its own lock and fail the record on every delivery.
+_held_keys: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar(
+    "idempotent_consumer_held_keys", default=frozenset()
+)
+_TRUE = frozenset(("1", "true", "yes", "y", "on"))
+_FALSE = frozenset(("", "0", "false", "no", "n", "off"))
 
 
 def idempotency_disabled() -> bool:
-    """Whether ``IDEMPOTENCY_DISABLED`` turns every guard into a pass-through (for users' unit tests)."""
-    return os.environ.get("IDEMPOTENCY_DISABLED", "").lower() not in ("", "0", "false", "no")
+    """Whether ``IDEMPOTENCY_DISABLED`` turns every guard into a pass-through (for users' unit tests).
+
+    Only an explicit true value disables (``1``, ``true``, ``yes``, ``y``, ``on``, any case). A value that is
+    neither true nor false (``disabled``, ``tru``) keeps idempotency on and logs a warning: a typo must not
+    switch off the one protection against double charges.
+    """
+    value = os.environ.get("IDEMPOTENCY_DISABLED", "").strip().lower()
+    if value in _FALSE:
+        return False
+    if value in _TRUE:
+        return True
+    _warn_unrecognised_disabled(value)
+    return False
+
+
+@functools.lru_cache(maxsize=8)
+def _warn_unrecognised_disabled(value: str) -> None:
+    logger.warning(
+        "IDEMPOTENCY_DISABLED=%r is not a true or false value: idempotency stays ON (use 1/true/yes/on to disable)",
+        value,
+    )
 
 
 def _warn_unguarded(context: LambdaContext | None) -> None:
@@ -110,6 +144,8 @@ class IdempotencyGuard:
         self.result: Any = None
         self.release_error: IdempotencyError | None = None
         self._held: IdempotencyRecord | None = None
+        self._held_token: contextvars.Token[frozenset[str]] | None = None
+        self._cache: LocalCache | None = None
 
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -117,7 +153,7 @@ class IdempotencyGuard:
     def _lock_deadline_ms(self, now_ms: int) -> int:
         if self.context is None:
             return now_ms + self.config.lock_timeout_seconds * 1000
-        return now_ms + self.context.get_remaining_time_in_millis() + self.config.lock_grace_ms
+        return now_ms + remaining_ms(self.context) + self.config.lock_grace_ms
 
     def __enter__(self) -> IdempotencyGuard:
         """Take the lock; raise ``AlreadyProcessed`` or ``IdempotencyAlreadyInProgressError`` if we may not run.
@@ -137,10 +173,10 @@ class IdempotencyGuard:
             return self
         validation_hash = payload_hash(self.data, self.config)
         now_ms = self._now_ms()
-        cache = self.config.local_cache
+        self._cache = cache = self.config.cache_for(self.store)
         cached = cache.get(self.key, now_ms) if cache is not None else None
         if cached is not None:
-            self._replay(cached, validation_hash)
+            self._replay(cached, validation_hash, None)
         expires_at = now_ms // 1000 + self.config.expires_after_seconds
         record = IdempotencyRecord.in_progress(
             self.key,
@@ -151,16 +187,25 @@ class IdempotencyGuard:
         existing = self.store.acquire(record, now_ms)
         if existing is None:
             self._held = record
+            self._held_token = _held_keys.set(_held_keys.get() | {self.key})
             return self
         if existing.status is RecordStatus.COMPLETE:
-            self._replay(existing, validation_hash)
+            self._replay(existing, validation_hash, now_ms)
+        holder = (
+            "an enclosing guard of this same invocation (a guard nested in another's body needs a key of its own: "
+            "another key_prefix, or an event_key_jmespath selecting the step)"
+            if self.key in _held_keys.get()
+            else "another invocation"
+        )
         raise IdempotencyAlreadyInProgressError(
-            f"{self.key!r} is being processed by another invocation until {existing.in_progress_expires_at} (epoch ms)",
+            f"{self.key!r} is being processed by {holder} until {existing.in_progress_expires_at} (epoch ms)",
             key=self.key,
             existing_record=existing,
         )
 
-    def _replay(self, record: IdempotencyRecord, validation_hash: str | None) -> NoReturn:
+    def _replay(self, record: IdempotencyRecord, validation_hash: str | None, read_at_ms: int | None) -> NoReturn:
+        # read_at_ms: when the record was read from the store; None for a cache hit, which must not renew
+        # its own entry's age (or a steady stream of duplicates would keep a deleted record cached forever).
         if self.config.validation_expression is not None and record.payload_hash != validation_hash:
             raise IdempotencyValidationError(
                 f"{record.key!r} was processed for a different payload (payload_validation_jmespath "
@@ -168,9 +213,9 @@ class IdempotencyGuard:
                 key=record.key,
                 existing_record=record,
             )
-        if self.config.local_cache is not None:
-            self.config.local_cache.put(record)
-        response = None if record.response is None else json.loads(record.response)
+        if self._cache is not None and read_at_ms is not None:
+            self._cache.put(record, read_at_ms)
+        response = None if record.response is None else decode_result(record.response)
         if self.config.response_hook is not None:
             response = self.config.response_hook(response, record)
         raise AlreadyProcessed(record.key, response, record)
@@ -184,24 +229,52 @@ class IdempotencyGuard:
         """Commit ``result`` on success; release the lock when the body raised. Never swallows ``exc``.
 
         Raises:
+            NestedReplayError: An ``AlreadyProcessed`` of a guard nested in the body escaped it: the body did
+                not finish, so the lock was released (chained to that ``AlreadyProcessed``).
+            InvalidResultError: ``result`` is a coroutine, awaitable or generator: nothing ran, so the lock
+                was released.
             LockLostError: We ran past our lock deadline and another invocation took the record over; our
                 result is not stored and theirs stands.
             PersistenceLayerError: The store failed while committing.
         """
         held, self._held = self._held, None
+        if self._held_token is not None:
+            _held_keys.reset(self._held_token)
+            self._held_token = None
+        if exc is None and _never_ran(self.result):
+            invalid = self._invalid_result()
+            if held is not None:
+                self._release(held, invalid)
+            raise invalid
         if held is not None:
             if exc is None:
                 self._commit(held)
-            else:
-                self._release(held, exc)
+                return False
+            self._release(held, exc)
+        if isinstance(exc, AlreadyProcessed):
+            # Only our own __enter__ may say "done"; __exit__ never runs after it raised.
+            raise NestedReplayError(
+                f"a nested guard's replay of {exc.key!r} escaped the body of {self.key!r}: the body did not "
+                "finish, so the record failed (catch AlreadyProcessed around the nested guard to carry on)",
+                key=self.key,
+                existing_record=exc.record,
+            ) from exc
         return False
 
+    def _invalid_result(self) -> InvalidResultError:
+        kind = type(self.result).__name__
+        close = getattr(self.result, "close", None)
+        if callable(close):
+            close()  # a coroutine left unclosed warns "never awaited" at some random later point
+        self.result = None
+        return InvalidResultError(
+            f"the result of {self.key!r} is a {kind}: the work it stands for never ran, so it is not committed "
+            "(await it or consume it inside the body)",
+            key=self.key,
+        )
+
     def _commit(self, held: IdempotencyRecord) -> None:
-        try:
-            response: str | None = dumps_result(self.result)
-        except (TypeError, ValueError) as e:
-            logger.warning("result of %r is not JSON-serializable (%s): committing without it", held.key, e)
-            response = None
+        response = self._encoded_result(held.key)
         complete = held.completed(response, int(self.clock()) + self.config.expires_after_seconds)
         try:
             self.store.complete(complete)
@@ -209,8 +282,18 @@ class IdempotencyGuard:
             logger.warning("result of %r is too large to store (%s): committing without it", held.key, e)
             complete = dataclasses.replace(complete, response=None)
             self.store.complete(complete)
-        if self.config.local_cache is not None:
-            self.config.local_cache.put(complete)
+        if self._cache is not None:
+            self._cache.put(complete, self._now_ms())
+
+    def _encoded_result(self, key: str) -> str | None:
+        # The body ran: whatever goes wrong encoding its result must not keep the record from committing,
+        # or the side effect would run again once the lock lapses.
+        try:
+            return encode_result(self.result)
+        except Exception as e:  # noqa: BLE001 - ResultEncodingError, or a bug in a user's encoder hook
+            cause = e if isinstance(e, ResultEncodingError) else repr(e)
+            logger.warning("result of %r cannot be stored (%s): committing without it", key, cause)
+            return None
 
     def _release(self, held: IdempotencyRecord, exc: BaseException) -> None:
         try:
@@ -220,3 +303,8 @@ class IdempotencyGuard:
             logger.error("could not release %r after the body raised %r: %s", held.key, exc, e)  # noqa: TRY400
             if hasattr(exc, "add_note"):  # Python 3.11+
                 exc.add_note(f"idempotent-consumer: releasing {held.key!r} failed as well: {e!r}")
+
+
+def _never_ran(result: Any) -> bool:
+    """Whether ``result`` stands for work not done yet: an awaitable, a generator or an async generator."""
+    return isinstance(result, (GeneratorType, AsyncGeneratorType)) or hasattr(type(result), "__await__")

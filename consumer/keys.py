@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 from collections.abc import Callable, Mapping
@@ -56,9 +57,41 @@ def _hasher(name: str) -> Callable[[bytes], Any]:
     return constructor or functools.partial(hashlib.new, name)
 
 
-def _is_empty(selection: Any) -> bool:
-    # 0 and False are valid keys; only "nothing selected" counts as missing.
-    return selection is None or (isinstance(selection, (str, list, dict)) and not selection)
+def plain_data(data: Any) -> Any:
+    """The plain form keys are selected from (a typed record's raw event, ``asdict``, ``model_dump()``).
+
+    Anything else is returned as it is.
+    JMESPath sees only dicts and lists, so an expression on a dataclass would select nothing; and hashing a
+    typed record whole would key it on its delivery (``ApproximateReceiveCount`` changes on redelivery).
+    """
+    if isinstance(data, (dict, str, list)):  # the usual case, first
+        return data
+    raw = getattr(data, "raw", None)
+    if isinstance(raw, Mapping) and dataclasses.is_dataclass(data):  # SQSRecord, KinesisRecord, ...
+        return raw
+    if dataclasses.is_dataclass(data) and not isinstance(data, type):
+        return dataclasses.asdict(data)
+    model_dump = getattr(data, "model_dump", None)
+    if callable(model_dump) and not isinstance(data, type):
+        return model_dump()
+    return data
+
+
+def is_missing(selection: Any) -> bool:
+    """Whether a selection names no record: ``None``, empty, or a list/dict made only of such values.
+
+    ``[user_id, product_id]`` on an event lacking both selects ``[None, None]``: the same for every such
+    event, so treating it as a key would replay unrelated events. ``0`` and ``False`` are valid keys.
+    """
+    if selection is None:
+        return True
+    if isinstance(selection, str):
+        return not selection
+    if isinstance(selection, list):
+        return all(map(is_missing, selection))
+    if isinstance(selection, dict):
+        return all(map(is_missing, selection.values()))
+    return False
 
 
 def select(expression: ParsedResult, data: Any, what: str) -> Any:
@@ -81,17 +114,18 @@ def make_key(data: Any, config: IdempotencyConfig, prefix: str | None = None) ->
         IdempotencyKeyError: The expression failed, the selection is not serializable, or it is empty
             and ``config.raise_on_no_idempotency_key`` is set.
     """
+    data = plain_data(data)
     expression = config.key_expression or default_key_expression(data)
     selection = data if expression is None else select(expression, data, "event_key_jmespath")
-    if _is_empty(selection):
+    if is_missing(selection):
         if config.raise_on_no_idempotency_key:
             where = "the record" if expression is None else f"{expression.expression!r}"
             raise IdempotencyKeyError(f"no idempotency key: {where} selected nothing")
         return None
     try:
         digest = hash_value(selection, config.hash_function)
-    except (TypeError, ValueError) as e:
-        raise IdempotencyKeyError(f"the idempotency key selection cannot be serialized: {e}") from e
+    except Exception as e:  # any failure of a user-made value is a key error naming it
+        raise IdempotencyKeyError(f"the idempotency key selection cannot be serialized: {e!r}") from e
     return f"{prefix or config.prefix}#{digest}"
 
 
@@ -99,8 +133,8 @@ def payload_hash(data: Any, config: IdempotencyConfig) -> str | None:
     """Hash of the ``payload_validation_jmespath`` selection, or ``None`` when validation is off."""
     if config.validation_expression is None:
         return None
-    selection = select(config.validation_expression, data, "payload_validation_jmespath")
+    selection = select(config.validation_expression, plain_data(data), "payload_validation_jmespath")
     try:
         return hash_value(selection, config.hash_function)
-    except (TypeError, ValueError) as e:
-        raise IdempotencyKeyError(f"the payload validation selection cannot be serialized: {e}") from e
+    except Exception as e:  # any failure of a user-made value is a key error naming it
+        raise IdempotencyKeyError(f"the payload validation selection cannot be serialized: {e!r}") from e

@@ -169,7 +169,7 @@ class TestFailures:
     def test_unserializable_result_commits_without_response_and_warns(self, store, clock, caplog):
         with IdempotencyGuard(SQS_RECORD, store=store, clock=clock) as guard:
             guard.result = object()
-        assert "not JSON-serializable" in caplog.text
+        assert "cannot be stored" in caplog.text
         assert store.get(guard.key).status is RecordStatus.COMPLETE
         with pytest.raises(AlreadyProcessed) as caught, IdempotencyGuard(SQS_RECORD, store=store, clock=clock):
             pass
@@ -255,9 +255,9 @@ class TestLocalCacheAndDisabling:
     def test_cache_never_holds_in_progress_and_drops_expired(self, store, clock):
         config = IdempotencyConfig(use_local_cache=True, expires_after_seconds=10)
         with IdempotencyGuard(SQS_RECORD, store=store, clock=clock, config=config) as guard:
-            assert len(config.local_cache) == 0
+            assert len(config.cache_for(store)) == 0
             guard.result = 1
-        assert len(config.local_cache) == 1
+        assert len(config.cache_for(store)) == 1
         clock.advance(11)
         assert run(SQS_RECORD, store, clock, 2, config=config) == ("ran", 2)
 
@@ -265,7 +265,7 @@ class TestLocalCacheAndDisabling:
         config = IdempotencyConfig(use_local_cache=True, local_cache_max_items=3)
         for i in range(5):
             run({"messageId": str(i)}, store, clock, i, config=config)
-        assert len(config.local_cache) == 3
+        assert len(config.cache_for(store)) == 3
 
     def test_disabled_guard_is_a_pass_through(self, store, clock, monkeypatch):
         monkeypatch.setenv("IDEMPOTENCY_DISABLED", "1")

@@ -14,7 +14,7 @@ from consumer import IdempotencyConfig, IdempotencyConfigError
     [
         ({"event_key_jmespath": "body.[unclosed"}, "event_key_jmespath 'body.\\[unclosed' is not valid JMESPath"),
         ({"payload_validation_jmespath": "a..b"}, "payload_validation_jmespath"),
-        ({"hash_function": "md6"}, "hash_function 'md6' is not one of"),
+        ({"hash_function": "md6"}, "hash_function 'md6' is not available here"),
         ({"expires_after_seconds": 0}, "expires_after_seconds must be positive"),
         ({"lock_timeout_seconds": -5}, "lock_timeout_seconds must be positive"),
         ({"local_cache_max_items": 0}, "local_cache_max_items must be positive"),
@@ -37,7 +37,7 @@ def test_defaults_match_the_design():
     assert (config.expires_after_seconds, config.lock_timeout_seconds, config.lock_grace_ms) == (3600, 60, 1000)
     assert (config.hash_function, config.use_local_cache, config.local_cache_max_items) == ("sha256", False, 256)
     assert config.raise_on_no_idempotency_key is False
-    assert config.local_cache is None
+    assert config.local_caches is None
 
 
 def test_config_is_frozen_and_slotted():

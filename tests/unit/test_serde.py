@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from consumer._serde import ResultEncodingError, canonical_json, decode_result, dumps_result, encode_result
+from consumer._serde import ResultEncodingError, canonical_json, decode_result, encode_result
 
 D = decimal.Decimal
 
@@ -242,10 +242,6 @@ def test_objects_that_are_not_tags_decode_as_plain_json(text):
 def test_a_malformed_stored_result_is_a_value_error(text):
     with pytest.raises(ValueError):
         decode_result(text)
-
-
-def test_dumps_result_is_encode_result():
-    assert dumps_result is encode_result
 
 
 # -- what cannot be rebuilt: stored as its plain form, with one warning per type ----------------------------
