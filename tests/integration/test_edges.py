@@ -6,6 +6,7 @@ Each test pins a path where a record used to be lost (reported done, body unfini
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import decimal
 import logging
 
@@ -255,3 +256,28 @@ def test_results_that_used_to_leave_the_lock_in_progress_are_committed(store, re
         pytest.fail("a committed record must not run again")
     if done.value.response_stored:
         assert repr(done.value.response) == repr(result)
+
+
+# -- 11. a replay returns what the body returned, type and all ------------------------------------------
+
+
+EXACT = {
+    "amount": decimal.Decimal("30.50"),
+    "pair": (1, "a"),
+    "by_id": {1: "a", 2: "b"},
+    "blob": b"\x00\xff",
+    "at": dt.datetime(2026, 11, 23, 9, 30, tzinfo=dt.timezone.utc),
+    "tags": {"x", "y"},
+    "ratio": float("inf"),
+}
+
+
+def test_a_replay_through_the_store_returns_the_exact_types_the_body_returned(store):
+    with IdempotencyGuard({"messageId": "m-1"}, store=store) as guard:
+        guard.result = EXACT
+    with pytest.raises(AlreadyProcessed) as done, IdempotencyGuard({"messageId": "m-1"}, store=store):
+        pytest.fail("a committed record must not run again")
+    replayed = done.value.response
+    assert replayed == EXACT
+    assert {k: type(v) for k, v in replayed.items()} == {k: type(v) for k, v in EXACT.items()}
+    assert replayed["amount"].as_tuple() == EXACT["amount"].as_tuple()  # 30.50 keeps its exponent
