@@ -22,3 +22,14 @@ def test_readme_examples_run_and_print_what_they_claim(tmp_path, monkeypatch):
             exec(compile(code, str(README), "exec"), namespace)  # noqa: S102 - our own README
         if expected:
             assert out.getvalue() == expected
+
+
+def test_every_test_the_readme_names_exists():
+    named = set(re.findall(r"`(test_[a-z0-9_]+)`", README.read_text()))
+    assert len(named) >= 30, "the Guarantees and limits section names its tests"
+    defined = {
+        m
+        for path in README.parent.joinpath("tests").rglob("test_*.py")
+        for m in re.findall(r"def (test_\w+)", path.read_text())
+    }
+    assert named - defined == set()
