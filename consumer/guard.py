@@ -173,7 +173,7 @@ class IdempotencyGuard:
             return self
         validation_hash = payload_hash(self.data, self.config)
         now_ms = self._now_ms()
-        self._cache = cache = self.config.cache_for(self.store)
+        self._cache = cache = None if self.config.local_caches is None else self.config.cache_for(self.store)
         cached = cache.get(self.key, now_ms) if cache is not None else None
         if cached is not None:
             self._replay(cached, validation_hash, None)
@@ -305,6 +305,12 @@ class IdempotencyGuard:
                 exc.add_note(f"idempotent-consumer: releasing {held.key!r} failed as well: {e!r}")
 
 
+_PLAIN_RESULTS = frozenset((dict, list, str, int, float, bool, type(None), tuple))
+
+
 def _never_ran(result: Any) -> bool:
     """Whether ``result`` stands for work not done yet: an awaitable, a generator or an async generator."""
-    return isinstance(result, (GeneratorType, AsyncGeneratorType)) or hasattr(type(result), "__await__")
+    t = type(result)
+    if t in _PLAIN_RESULTS:  # the usual results, without an isinstance and a getattr per record
+        return False
+    return isinstance(result, (GeneratorType, AsyncGeneratorType)) or hasattr(t, "__await__")
