@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextvars
 import enum
 import threading
@@ -95,6 +96,9 @@ class BatchRun:
         for item in self.items:
             groups.setdefault(("id", item.item_id) if item.group is None else item.group, []).append(item)
         futures = [self.pool.submit(contextvars.copy_context().run, self._run_group, g) for g in groups.values()]
+        # Every group finishes before anything is raised (a BaseException from a handler): no record may
+        # still be running, and commit, after the invocation has ended.
+        concurrent.futures.wait(futures)
         for future in futures:
             future.result()
 
@@ -123,7 +127,9 @@ class BatchRun:
                 item.raw, store=s.store, config=s.config, context=self.context, clock=s.clock, disabled=self._disabled
             )
             with guard as g:
-                g.result = self._call(item.record, g)
+                result = self._call(item.record, g)
+                if result is not None or g.result is None:  # a handler may set guard.result and return None
+                    g.result = result
             item.result = g.result
             item.outcome = Outcome.PROCESSED if g.key is not None else Outcome.UNGUARDED
         except AlreadyProcessed as done:  # from the record's own guard: a nested one's is a NestedReplayError

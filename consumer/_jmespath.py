@@ -50,6 +50,6 @@ def search(expression: jmespath.parser.ParsedResult, data: Any) -> Any:
     A bare field name (``messageId``, the usual key) is looked up directly: same result, no tree walk.
     """
     node = expression.parsed
-    if node["type"] == "field":
-        return data.get(node["value"]) if isinstance(data, dict) else None
-    return expression.search(data, options=OPTIONS)
+    if node["type"] == "field" and isinstance(data, dict):
+        return data.get(node["value"])
+    return expression.search(data, options=OPTIONS)  # other Mappings too (MappingProxyType, UserDict)

@@ -95,7 +95,7 @@ def _fractional(number: float) -> bool:
     return not number.is_integer()  # NaN and the infinities too: written NaN, Infinity, as ever
 
 
-def _keyable(value: Any, active: set[int]) -> Any:  # noqa: C901, PLR0911 - one branch per form
+def _keyable(value: Any, active: set[int]) -> Any:  # noqa: C901, PLR0911, PLR0912 - one branch per form
     # ``value`` as data the C encoder writes canonically.
     if isinstance(value, str) or value is None:
         return value
@@ -119,8 +119,10 @@ def _keyable(value: Any, active: set[int]) -> Any:  # noqa: C901, PLR0911 - one 
             return [_keyable(v, active) for v in value]
         if isinstance(value, (set, frozenset)):
             return sorted((_keyable(v, active) for v in value), key=_CANONICAL.encode)
+        if getattr(type(value), "__keyed_by_raw__", False):  # a typed record, wherever it is nested
+            return _keyable(value.key_data(), active)
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            return _keyable(dataclasses.asdict(value), active)
+            return _keyable({f.name: getattr(value, f.name) for f in dataclasses.fields(value)}, active)
         if hasattr(value, "model_dump") and not isinstance(value, type):  # Pydantic v2 models
             return _keyable(value.model_dump(mode="json"), active)
         raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")

@@ -251,7 +251,11 @@ def _parse_one(event_type: EventType, index: int, raw: Any) -> Item:
         # Without its identifier a record cannot be reported failed: fail the whole invocation so the
         # batch is redelivered rather than lose it.
         raise BatchEventError(f"record {index} of the batch is not a {event_type.value} record: missing {e}") from e
-    return Item(raw, record, item_identifier(record), ordering_key(record))
+    item_id = item_identifier(record)
+    if not isinstance(item_id, str) or not item_id:
+        # Lambda could not tell which record failed: fail the invocation, as for a missing identifier.
+        raise BatchEventError(f"record {index} of the batch has no usable identifier: {item_id!r}")
+    return Item(raw, record, item_id, ordering_key(record))
 
 
 def _parse(event_type: EventType, raws: list[Any]) -> list[Item]:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import threading
+import weakref
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from consumer._context import Invocation, system_clock
@@ -67,12 +70,47 @@ def idempotent(
     return decorate
 
 
+# The functions decorated so far that are still alive, by name: two of them under one name would share
+# their records (a factory's functions, lambdas), so the second is refused.
+_live_functions: weakref.WeakValueDictionary[str, Callable[..., Any]] = weakref.WeakValueDictionary()
+_live_lock = threading.Lock()
+
+
+def _function_name(function: Callable[..., Any], name: str | None) -> str:
+    if name is not None:
+        if not name:
+            raise ValueError("name must not be empty")
+        return name
+    qualname, module = getattr(function, "__qualname__", None), getattr(function, "__module__", None)
+    if not isinstance(qualname, str) or "<lambda>" in qualname:
+        msg = (
+            f"@idempotent_function cannot tell {function!r} apart from other functions by its name (a lambda, a "
+            "partial or a callable object): pass name='...' so that its records are its own"
+        )
+        raise TypeError(msg)
+    return f"{module}.{qualname}" if isinstance(module, str) else qualname  # no module: made by exec()
+
+
+def _claim(name: str, function: Callable[..., Any]) -> None:
+    with _live_lock:
+        other = _live_functions.get(name)
+        if other is not None and other is not function:
+            msg = (
+                f"two live functions are both named {name!r} (made by one factory?): they would replay each other's "
+                "records; pass name='...' to tell them apart"
+            )
+            raise TypeError(msg)
+        with contextlib.suppress(TypeError):  # not weakly referenceable: cannot be tracked
+            _live_functions[name] = function
+
+
 def idempotent_function(
     *,
     data_keyword_argument: str,
     store: PersistenceLayer,
     config: IdempotencyConfig | None = None,
     clock: Clock = system_clock,
+    name: str | None = None,
 ) -> Callable[[Callable[..., R]], Callable[..., R]]:
     """Make any function idempotent on one of its keyword arguments.
 
@@ -88,9 +126,13 @@ def idempotent_function(
         store: Where records live.
         config: Key selection and timings.
         clock: Epoch seconds.
+        name: What the function's records are filed under; defaults to its module and qualified name. Needed
+            for a lambda, a partial or a callable object, and to tell apart functions one factory makes.
 
     Raises:
-        TypeError: When decorating an ``async def`` or generator function (not supported yet).
+        TypeError: When decorating an ``async def`` or generator function (not supported yet), a function
+            without a name of its own and no ``name``, or a function whose name another live decorated
+            function already has.
 
     Example:
         >>> from persistence import InMemoryPersistenceLayer
@@ -106,14 +148,15 @@ def idempotent_function(
 
     def decorate(function: Callable[..., R]) -> Callable[..., R]:
         refuse_async(function, "@idempotent_function")
-        name = f"{function.__module__}.{function.__qualname__}"
+        resolved_name = _function_name(function, name)
+        _claim(resolved_name, function)
 
         @functools.wraps(function)
         def wrapper(*args: Any, **kwargs: Any) -> R:
             if data_keyword_argument not in kwargs:
-                msg = f"{name} is idempotent on {data_keyword_argument!r}: pass it as a keyword argument"
+                msg = f"{resolved_name} is idempotent on {data_keyword_argument!r}: pass it as a keyword argument"
                 raise TypeError(msg)
-            prefix = f"{resolved.prefix}.{name}"
+            prefix = f"{resolved.prefix}.{resolved_name}"
             data = kwargs[data_keyword_argument]
             try:
                 with IdempotencyGuard(data, store=store, config=resolved, clock=clock, key_prefix=prefix) as guard:

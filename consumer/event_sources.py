@@ -40,6 +40,8 @@ class SQSRecord:
         receive_count: How many times SQS has delivered the message.
     """
 
+    __keyed_by_raw__ = True  # keys see key_data(): the message, never its delivery
+
     raw: SQSMessage
     message_id: str
     body: str
@@ -50,6 +52,15 @@ class SQSRecord:
     def json_body(self) -> Any:
         """The body parsed as JSON (parsed on each access)."""
         return json.loads(self.body)
+
+    def key_data(self) -> dict[str, Any]:
+        """The message as idempotency keys see it: its raw event without what changes from one delivery to the
+        next (``receiptHandle``, the ``Approximate*`` attributes)."""  # noqa: D205, D209 - one sentence
+        raw: dict[str, Any] = {k: v for k, v in self.raw.items() if k != "receiptHandle"}
+        attributes = raw.get("attributes")
+        if isinstance(attributes, dict):
+            raw["attributes"] = {k: v for k, v in attributes.items() if not k.startswith("Approximate")}
+        return raw
 
     @classmethod
     def from_raw(cls, raw: SQSMessage) -> SQSRecord:
@@ -73,6 +84,8 @@ class KinesisRecord:
         sequence_number: What ``batchItemFailures`` names; Lambda resumes from the lowest one reported.
         partition_key: The ordering key.
     """
+
+    __keyed_by_raw__ = True  # keys see key_data(): its raw event (the same on every delivery)
 
     raw: KinesisStreamRecord
     event_id: str
@@ -102,6 +115,10 @@ class KinesisRecord:
         """The payload parsed as JSON."""
         return json.loads(self.data)
 
+    def key_data(self) -> KinesisStreamRecord:
+        """The record as idempotency keys see it: its raw event, the same on every delivery."""
+        return self.raw
+
     @classmethod
     def from_raw(cls, raw: KinesisStreamRecord) -> KinesisRecord:
         """Wrap a raw Kinesis record."""
@@ -120,6 +137,8 @@ class DynamoDBStreamRecord:
         keys: The item's key attributes (the ordering key).
     """
 
+    __keyed_by_raw__ = True  # keys see key_data(): its raw event (the same on every delivery)
+
     raw: DynamodbRecord
     event_id: str
     event_name: str
@@ -137,6 +156,10 @@ class DynamoDBStreamRecord:
         """The item before the change, if the stream carries it."""
         image = self.raw["dynamodb"].get("OldImage")
         return None if image is None else deserialize_item(image)
+
+    def key_data(self) -> DynamodbRecord:
+        """The record as idempotency keys see it: its raw event, the same on every delivery."""
+        return self.raw
 
     @classmethod
     def from_raw(cls, raw: DynamodbRecord) -> DynamoDBStreamRecord:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextvars
 import dataclasses
 import functools
+import io
 import logging
 import os
-from types import AsyncGeneratorType, GeneratorType
+from types import AsyncGeneratorType, CoroutineType, GeneratorType
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, final
 
 from consumer._context import current_lambda_context, remaining_ms, system_clock
@@ -242,7 +244,7 @@ class IdempotencyGuard:
             _held_keys.reset(self._held_token)
             self._held_token = None
         if exc is None and _never_ran(self.result):
-            invalid = self._invalid_result()
+            invalid = self._invalid_result([self.result])
             if held is not None:
                 self._release(held, invalid)
             raise invalid
@@ -261,20 +263,22 @@ class IdempotencyGuard:
             ) from exc
         return False
 
-    def _invalid_result(self) -> InvalidResultError:
-        kind = type(self.result).__name__
-        close = getattr(self.result, "close", None)
-        if callable(close):
-            close()  # a coroutine left unclosed warns "never awaited" at some random later point
+    def _invalid_result(self, unrun: list[Any]) -> InvalidResultError:
+        kinds = sorted({type(part).__name__ for part in unrun})
+        for part in unrun:
+            close = getattr(part, "close", None)
+            if callable(close) and isinstance(part, (GeneratorType, AsyncGeneratorType, CoroutineType)):
+                close()  # a coroutine left unclosed warns "never awaited" at some random later point
+        where = "is" if unrun[0] is self.result else "holds"
         self.result = None
         return InvalidResultError(
-            f"the result of {self.key!r} is a {kind}: the work it stands for never ran, so it is not committed "
-            "(await it or consume it inside the body)",
+            f"the result of {self.key!r} {where} a {' and a '.join(kinds)}: the work it stands for has not run, so "
+            "it is not committed (await it or consume it inside the body)",
             key=self.key,
         )
 
     def _commit(self, held: IdempotencyRecord) -> None:
-        response = self._encoded_result(held.key)
+        response = self._encoded_result(held)
         complete = held.completed(response, int(self.clock()) + self.config.expires_after_seconds)
         try:
             self.store.complete(complete)
@@ -285,14 +289,20 @@ class IdempotencyGuard:
         if self._cache is not None:
             self._cache.put(complete, self._now_ms())
 
-    def _encoded_result(self, key: str) -> str | None:
+    def _encoded_result(self, held: IdempotencyRecord) -> str | None:
         # The body ran: whatever goes wrong encoding its result must not keep the record from committing,
-        # or the side effect would run again once the lock lapses.
+        # or the side effect would run again once the lock lapses. Unless the result holds work that has not
+        # run (a coroutine in a list, a map object, a Future): committing it would lose that work.
         try:
             return encode_result(self.result)
-        except Exception as e:  # noqa: BLE001 - ResultEncodingError, or a bug in a user's encoder hook
+        except Exception as e:
+            unrun = _unrun_parts(self.result)
+            if unrun:
+                invalid = self._invalid_result(unrun)
+                self._release(held, invalid)
+                raise invalid from e
             cause = e if isinstance(e, ResultEncodingError) else repr(e)
-            logger.warning("result of %r cannot be stored (%s): committing without it", key, cause)
+            logger.warning("result of %r cannot be stored (%s): committing without it", held.key, cause)
             return None
 
     def _release(self, held: IdempotencyRecord, exc: BaseException) -> None:
@@ -305,6 +315,7 @@ class IdempotencyGuard:
                 exc.add_note(f"idempotent-consumer: releasing {held.key!r} failed as well: {e!r}")
 
 
+_MAX_SEARCH_DEPTH = 64
 _PLAIN_RESULTS = frozenset((dict, list, str, int, float, bool, type(None), tuple))
 
 
@@ -314,3 +325,33 @@ def _never_ran(result: Any) -> bool:
     if t in _PLAIN_RESULTS:  # the usual results, without an isinstance and a getattr per record
         return False
     return isinstance(result, (GeneratorType, AsyncGeneratorType)) or hasattr(t, "__await__")
+
+
+def _unrun_parts(value: Any, depth: int = 0, seen: set[int] | None = None) -> list[Any]:
+    """Work not yet done inside a result: awaitables, iterators (``map``, generators), async iterators, Futures.
+
+    Only called once a result failed to encode (plain data never holds these), so it costs nothing otherwise.
+    """
+    t = type(value)
+    if (t in _PLAIN_RESULTS and t not in (dict, list, tuple)) or depth > _MAX_SEARCH_DEPTH:
+        return []
+    if (
+        hasattr(t, "__await__")
+        or hasattr(t, "__anext__")
+        or (hasattr(t, "__next__") and not isinstance(value, io.IOBase))
+        or isinstance(value, concurrent.futures.Future)
+    ):
+        return [value]
+    seen = set() if seen is None else seen
+    if id(value) in seen:  # a cycle: already searched
+        return []
+    seen.add(id(value))
+    if isinstance(value, dict):
+        children: Any = value.values()
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        children = value
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        children = [getattr(value, f.name) for f in dataclasses.fields(value)]
+    else:
+        return []
+    return [part for child in children for part in _unrun_parts(child, depth + 1, seen)]

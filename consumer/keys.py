@@ -58,23 +58,33 @@ def _hasher(name: str) -> Callable[[bytes], Any]:
 
 
 def plain_data(data: Any) -> Any:
-    """The plain form keys are selected from (a typed record's raw event, ``asdict``, ``model_dump()``).
+    """The plain form keys are selected from (a typed record's raw event, a dataclass's fields, ``model_dump()``).
 
-    Anything else is returned as it is.
     JMESPath sees only dicts and lists, so an expression on a dataclass would select nothing; and hashing a
     typed record whole would key it on its delivery (``ApproximateReceiveCount`` changes on redelivery).
+    Nested values are converted too (a typed record inside a dataclass is its raw event); anything else is
+    returned as it is.
     """
     if isinstance(data, (dict, str, list)):  # the usual case, first
         return data
-    raw = getattr(data, "raw", None)
-    if isinstance(raw, Mapping) and dataclasses.is_dataclass(data):  # SQSRecord, KinesisRecord, ...
-        return raw
-    if dataclasses.is_dataclass(data) and not isinstance(data, type):
-        return dataclasses.asdict(data)
-    model_dump = getattr(data, "model_dump", None)
-    if callable(model_dump) and not isinstance(data, type):
+    if getattr(type(data), "__keyed_by_raw__", False):  # a typed record: its raw event (default key: its id)
+        return data.raw
+    return _plain_form(data)
+
+
+def _plain_form(value: Any) -> Any:
+    if getattr(type(value), "__keyed_by_raw__", False):  # nested: hashed whole, so without delivery fields
+        return value.key_data()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain_form(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {k: _plain_form(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain_form(v) for v in value]
+    model_dump = getattr(value, "model_dump", None)
+    if callable(model_dump) and not isinstance(value, type):
         return model_dump()
-    return data
+    return value
 
 
 def is_missing(selection: Any) -> bool:
@@ -114,7 +124,10 @@ def make_key(data: Any, config: IdempotencyConfig, prefix: str | None = None) ->
         IdempotencyKeyError: The expression failed, the selection is not serializable, or it is empty
             and ``config.raise_on_no_idempotency_key`` is set.
     """
-    data = plain_data(data)
+    try:
+        data = plain_data(data)
+    except Exception as e:  # a cycle, a failing model_dump: a key error naming it
+        raise IdempotencyKeyError(f"the record's plain form cannot be built: {e!r}") from e
     expression = config.key_expression or default_key_expression(data)
     selection = data if expression is None else select(expression, data, "event_key_jmespath")
     if is_missing(selection):

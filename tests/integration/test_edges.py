@@ -6,8 +6,10 @@ Each test pins a path where a record used to be lost (reported done, body unfini
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import datetime as dt
 import decimal
+import functools
 import logging
 
 import pytest
@@ -281,3 +283,94 @@ def test_a_replay_through_the_store_returns_the_exact_types_the_body_returned(st
     assert replayed == EXACT
     assert {k: type(v) for k, v in replayed.items()} == {k: type(v) for k, v in EXACT.items()}
     assert replayed["amount"].as_tuple() == EXACT["amount"].as_tuple()  # 30.50 keeps its exponent
+
+
+# -- found by trying to break the promise: lazy results, shared names ------------------------------------
+
+
+async def _notify(order_id):
+    return order_id
+
+
+@pytest.mark.parametrize(
+    "make_result",
+    [
+        pytest.param(lambda: map(str, [1]), id="map"),
+        pytest.param(lambda: filter(None, [1]), id="filter"),
+        pytest.param(lambda: zip([1], [2], strict=True), id="zip"),
+        pytest.param(lambda: [_notify("o-1")], id="coroutine-in-a-list"),
+        pytest.param(lambda: {"receipt": _notify("o-1")}, id="coroutine-in-a-dict"),
+        pytest.param(concurrent.futures.Future, id="executor-future"),
+    ],
+)
+def test_a_result_that_is_or_holds_work_not_yet_done_fails_and_is_never_committed(store, make_result):
+    processor = BatchProcessor(EventType.SQS, store=store, raise_on_entire_batch_failure=False)
+    response = process_partial_response(sqs_event(sqs_record("m-1", 1)), lambda r: make_result(), processor)
+    assert failures(response) == ["m-1"]
+    assert isinstance(processor.items[0].error, InvalidResultError)
+    assert list(store.scan()) == []
+
+
+def test_two_live_functions_with_one_name_are_refused_instead_of_sharing_records(store):
+    def make_step(channel):
+        @idempotent_function(data_keyword_argument="order", store=store)
+        def notify(order):
+            return f"{channel} sent"
+
+        return notify
+
+    send_email = make_step("email")
+    with pytest.raises(TypeError, match="name="):
+        make_step("sms")
+    assert send_email(order={"id": 1}) == "email sent"
+
+
+def test_functions_told_apart_by_name_keep_their_own_records(store):
+    ran = []
+
+    def make_step(channel):
+        @idempotent_function(data_keyword_argument="order", store=store, name=f"notify-{channel}")
+        def notify(order):
+            ran.append(channel)
+            return f"{channel} sent"
+
+        return notify
+
+    send_email, send_sms = make_step("email"), make_step("sms")
+    assert (send_email(order={"id": 1}), send_sms(order={"id": 1})) == ("email sent", "sms sent")
+    assert (send_email(order={"id": 1}), send_sms(order={"id": 1})) == ("email sent", "sms sent")
+    assert ran == ["email", "sms"]
+
+
+def test_a_function_redecorated_each_invocation_keeps_its_records(store):
+    ran = []
+
+    def handler(order):
+        @idempotent_function(data_keyword_argument="order", store=store)
+        def charge(order):
+            ran.append(order["id"])
+            return "charged"
+
+        return charge(order=order)
+
+    assert [handler({"id": 1}), handler({"id": 1})] == ["charged", "charged"]
+    assert ran == [1]
+
+
+def _labelled(order, label):
+    return f"{label}:{order}"
+
+
+@pytest.mark.parametrize(
+    "function",
+    [
+        pytest.param(lambda order: f"lambda:{order}", id="lambda"),
+        pytest.param(functools.partial(_labelled, label="partial"), id="partial"),
+    ],
+)
+def test_a_function_without_a_name_of_its_own_needs_one(store, function):
+    with pytest.raises(TypeError, match="name="):
+        idempotent_function(data_keyword_argument="order", store=store)(function)
+    name = f"echo-{type(function).__name__}"  # one name per function: two live ones may not share it
+    named = idempotent_function(data_keyword_argument="order", store=store, name=name)(function)
+    assert named(order="x") == function(order="x")

@@ -6,6 +6,8 @@ import dataclasses
 import hashlib
 import logging
 import threading
+import time
+import types
 
 import pydantic
 import pytest
@@ -15,6 +17,7 @@ from records import NOW_MS
 
 from consumer import (
     AlreadyProcessed,
+    BatchEventError,
     BatchProcessor,
     EventType,
     IdempotencyAlreadyInProgressError,
@@ -362,3 +365,58 @@ def test_a_guard_nested_on_its_own_records_key_says_an_enclosing_guard_holds_it(
     assert isinstance(error, IdempotencyAlreadyInProgressError)
     assert "an enclosing guard of this same invocation" in str(error)
     assert list(store.scan()) == []  # the outer lock was released: a fixed handler runs it
+
+
+# -- found by trying to break the promise: keys, identifiers, the pool, guard.result ---------------------
+
+
+def test_a_mapping_that_is_not_a_dict_still_yields_its_id():
+    record = types.MappingProxyType({"messageId": "m-1", "body": "{}"})
+    config = IdempotencyConfig(key_prefix="p")
+    assert make_key(record, config) == make_key({"messageId": "m-1"}, config)
+
+
+@pytest.mark.parametrize("message_id", [None, "", 7])
+def test_a_record_without_a_usable_identifier_fails_the_invocation(store, message_id):
+    processor = BatchProcessor(EventType.SQS, store=store)
+    with pytest.raises(BatchEventError, match="record 0"):
+        process_partial_response({"Records": [{"messageId": message_id, "body": "{}"}]}, print, processor)
+
+
+@dataclasses.dataclass
+class Job:
+    record: SQSRecord
+    kind: str
+
+
+def test_a_typed_record_inside_other_data_is_keyed_by_its_id_not_its_delivery():
+    config = IdempotencyConfig(key_prefix="p")
+    first, again = (SQSRecord.from_raw(sqs_record("m-1", 1, receive_count=n)) for n in (1, 2))
+    assert make_key(Job(first, "card"), config) == make_key(Job(again, "card"), config)
+    assert make_key({"records": [first]}, config) == make_key({"records": [again]}, config)
+    assert make_key(Job(first, "card"), config) != make_key(Job(first, "bank"), config)
+
+
+def test_process_returns_only_once_every_record_has_finished(store):
+    finished = []
+
+    def handler(record):
+        if record.message_id == "boom":
+            raise SystemExit(1)
+        time.sleep(0.2)
+        finished.append(record.message_id)
+
+    processor = BatchProcessor(EventType.SQS, store=store, max_workers=2)
+    with pytest.raises(SystemExit):
+        process_partial_response(sqs_event(sqs_record("boom", 1), sqs_record("slow", 2)), handler, processor)
+    assert finished == ["slow"]  # not still running after the invocation raised
+
+
+def test_a_handler_that_sets_guard_result_and_returns_none_keeps_its_result(store):
+    def handler(record, guard):
+        guard.result = {"charged": 30}
+
+    _run_one(store, handler)
+    with pytest.raises(AlreadyProcessed) as done, IdempotencyGuard(sqs_record("m-1", 1), store=store):
+        pytest.fail("committed before")
+    assert done.value.response == {"charged": 30}
