@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from consumer._context import remaining_ms
 from consumer._errors import AlreadyProcessed, IdempotencyAlreadyInProgressError
-from consumer._handlers import KEYWORD, POSITIONAL
+from consumer._handlers import NO_GUARD, POSITIONAL
 from consumer.event_sources import EventType
 from consumer.guard import IdempotencyGuard, idempotency_disabled
 
@@ -107,9 +107,10 @@ class BatchRun:
             self._run_item(item)
 
     def _blocked(self, item: Item) -> Outcome | None:
-        with self._lock:
-            if self._stopped or (item.group is not None and item.group in self._failed_groups):
-                return Outcome.SKIPPED
+        # Read without the lock: a flag or a set member written by another group's worker may be seen a
+        # record late either way; a group's own failure is written by the thread that reads it.
+        if self._stopped or (item.group is not None and item.group in self._failed_groups):
+            return Outcome.SKIPPED
         # Exactly the margin left still starts the record: the margin is what a record may not go below.
         if self.context is not None and remaining_ms(self.context) < self.settings.deadline_margin_ms:
             return Outcome.DEFERRED
@@ -127,7 +128,7 @@ class BatchRun:
                 item.raw, store=s.store, config=s.config, context=self.context, clock=s.clock, disabled=self._disabled
             )
             with guard as g:
-                result = self._call(item.record, g)
+                result = self.handler(item.record) if self.guard_passing == NO_GUARD else self._call(item.record, g)
                 if result is not None or g.result is None:  # a handler may set guard.result and return None
                     g.result = result
             item.result = g.result
@@ -142,9 +143,7 @@ class BatchRun:
     def _call(self, record: Record, guard: IdempotencyGuard) -> Any:
         if self.guard_passing == POSITIONAL:
             return self.handler(record, guard)
-        if self.guard_passing == KEYWORD:
-            return self.handler(record, guard=guard)
-        return self.handler(record)
+        return self.handler(record, guard=guard)
 
     def _fail(self, item: Item, outcome: Outcome, error: BaseException | None) -> None:
         item.outcome, item.error = outcome, error

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import concurrent.futures
-import contextvars
 import dataclasses
 import functools
 import io
 import logging
 import os
+import threading
 from types import AsyncGeneratorType, CoroutineType, GeneratorType
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, final
 
@@ -40,11 +40,20 @@ def _default_config(function_name: str | None) -> IdempotencyConfig:  # noqa: AR
 
 
 _warned_invocation: list[str | None] = []
-# Keys whose lock an enclosing guard of this thread (or task) holds: a nested guard on one of them would
-# meet its own lock and fail the record on every delivery.
-_held_keys: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar(
-    "idempotent_consumer_held_keys", default=frozenset()
-)
+
+
+class _HeldKeys(threading.local):
+    """Keys whose lock a guard of this thread holds, to explain a conflict with one's own lock.
+
+    A nested guard on such a key meets its own lock and fails the record on every delivery. A thread-local
+    list costs a tenth of a contextvar per record; it only shapes an error message.
+    """
+
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+
+
+_held_keys = _HeldKeys()
 _TRUE = frozenset(("1", "true", "yes", "y", "on"))
 _FALSE = frozenset(("", "0", "false", "no", "n", "off"))
 
@@ -146,7 +155,6 @@ class IdempotencyGuard:
         self.result: Any = None
         self.release_error: IdempotencyError | None = None
         self._held: IdempotencyRecord | None = None
-        self._held_token: contextvars.Token[frozenset[str]] | None = None
         self._cache: LocalCache | None = None
 
     def _now_ms(self) -> int:
@@ -189,14 +197,14 @@ class IdempotencyGuard:
         existing = self.store.acquire(record, now_ms)
         if existing is None:
             self._held = record
-            self._held_token = _held_keys.set(_held_keys.get() | {self.key})
+            _held_keys.keys.append(self.key)
             return self
         if existing.status is RecordStatus.COMPLETE:
             self._replay(existing, validation_hash, now_ms)
         holder = (
-            "an enclosing guard of this same invocation (a guard nested in another's body needs a key of its own: "
-            "another key_prefix, or an event_key_jmespath selecting the step)"
-            if self.key in _held_keys.get()
+            "a guard of this same thread: an enclosing guard, or a concurrent task (a guard nested in another's "
+            "body needs a key of its own: another key_prefix, or an event_key_jmespath selecting the step)"
+            if self.key in _held_keys.keys
             else "another invocation"
         )
         raise IdempotencyAlreadyInProgressError(
@@ -240,9 +248,8 @@ class IdempotencyGuard:
             PersistenceLayerError: The store failed while committing.
         """
         held, self._held = self._held, None
-        if self._held_token is not None:
-            _held_keys.reset(self._held_token)
-            self._held_token = None
+        if held is not None:
+            _held_keys.keys.remove(held.key)
         if exc is None and _never_ran(self.result):
             invalid = self._invalid_result([self.result])
             if held is not None:
