@@ -186,6 +186,7 @@ class BatchProcessor:
             TypeError: ``record_handler`` is ``async def`` or a generator function (nothing is run).
         """
         started = time.perf_counter()
+        self._last.set(None)  # an invocation that raises leaves no summary of an earlier batch behind
         shape = handler_shape(record_handler)
         event_type = resolve_event_type(self.event_type, _records_of(event))
         items = _parse(event_type, _records_of(event))

@@ -420,3 +420,17 @@ def test_a_handler_that_sets_guard_result_and_returns_none_keeps_its_result(stor
     with pytest.raises(AlreadyProcessed) as done, IdempotencyGuard(sqs_record("m-1", 1), store=store):
         pytest.fail("committed before")
     assert done.value.response == {"charged": 30}
+
+
+def test_an_invocation_that_raises_leaves_no_summary_of_the_batch_before(store):
+    processor = BatchProcessor(EventType.SQS, store=store)
+    process_partial_response(sqs_event(sqs_record("m-1", 1)), lambda r: None, processor)
+    assert processor.summary.processed == 1
+
+    def interrupted(record):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        process_partial_response(sqs_event(sqs_record("m-2", 1)), interrupted, processor)
+    assert processor.summary is None
+    assert processor.items == []
