@@ -50,10 +50,17 @@ reliability: install
 # Mutation testing ([tool.mutmut] in pyproject.toml): each change to the core modules must fail one of the
 # fast tests (no DynamoDB Local, no subprocesses). Not part of make test. One worker unless told otherwise
 # (make mutation MUTATION_JOBS=2); a fresh mutants/ each time, so the score is the tree's as it is now.
+# Bytecode is written whatever the environment says: each mutant's process imports the tests afresh, and
+# rewriting their asserts every time would make the run three times as long.
 MUTATION_JOBS ?= 1
+# Imported once by the process every mutant's tests are forked from (not pytest plugins such as hypothesis: an
+# imported plugin cannot have its asserts rewritten, and that warning is an error here).
+MUTATION_PRELOAD := pytest _pytest.python _pytest.doctest boto3 botocore.session pydantic jmespath sqlite3 \
+	consumer persistence
 mutation: $(VENV)/.installed
-	rm -rf mutants
-	tests/loopback-only $(BIN)/mutmut run --max-children $(MUTATION_JOBS)
+	rm -rf mutants && mkdir mutants
+	printf '%s\n' $(MUTATION_PRELOAD) > mutants/preload-modules.txt
+	PYTHONDONTWRITEBYTECODE= tests/loopback-only $(BIN)/mutmut run --max-children $(MUTATION_JOBS)
 	@$(BIN)/mutmut export-cicd-stats >/dev/null
 	@echo "surviving mutants (mutmut show NAME for the diff):"
 	@$(BIN)/mutmut results

@@ -38,7 +38,15 @@ from consumer import (
     process_partial_response,
     register_lambda_context,
 )
-from persistence import MAX_ITEM_BYTES, IdempotencyRecord, InMemoryPersistenceLayer, RecordStatus
+from persistence import (
+    MAX_ITEM_BYTES,
+    IdempotencyRecord,
+    InMemoryPersistenceLayer,
+    LockLostError,
+    PersistenceLayerError,
+    RecordStatus,
+)
+from persistence._base import decode_record
 
 LOGGER = "idempotent_consumer"
 
@@ -611,3 +619,89 @@ def test_a_lock_is_live_at_exactly_its_deadline(store):
     contender = IdempotencyRecord.in_progress("k", expires_at=NOW_S + 3600, lock_deadline_ms=NOW_MS + 9_000)
     assert store.acquire(contender, NOW_MS + 5_000) == held
     assert store.acquire(contender, NOW_MS + 5_001) is None
+
+
+# -- what a store says when the lock is no longer ours ------------------------------------------------------
+
+
+def test_a_lock_lost_error_names_the_operation_the_key_and_what_holds_it_now(store):
+    stale = IdempotencyRecord.in_progress("k", expires_at=NOW_S + 3600, lock_deadline_ms=NOW_MS + 1_000)
+    store.acquire(stale, NOW_MS)
+    store.acquire(
+        IdempotencyRecord.in_progress("k", expires_at=NOW_S + 3600, lock_deadline_ms=NOW_MS + 9_000), NOW_MS + 2_000
+    )
+    with pytest.raises(LockLostError) as caught:
+        store.complete(stale.completed("1", NOW_S + 3600))
+    assert (caught.value.key, str(caught.value)) == (
+        "k",
+        "cannot complete 'k': the lock is no longer ours (the record is IN_PROGRESS under another lease)",
+    )
+    with pytest.raises(LockLostError) as caught:
+        store.release("k", stale.lease)
+    assert (caught.value.key, str(caught.value)) == (
+        "k",
+        "cannot release 'k': the lock is no longer ours (the record is IN_PROGRESS under another lease)",
+    )
+    store.delete("k")
+    with pytest.raises(LockLostError) as caught:
+        store.complete(stale.completed("1", NOW_S + 3600))
+    assert str(caught.value) == "cannot complete 'k': the lock is no longer ours (the record is gone)"
+
+
+def test_misuse_of_the_store_contract_names_the_operation(store):
+    held = IdempotencyRecord.in_progress("k", expires_at=NOW_S + 3600, lock_deadline_ms=NOW_MS + 1_000)
+    with pytest.raises(ValueError, match=r"^complete takes a COMPLETE record; got IN_PROGRESS for 'k'$"):
+        store.complete(held)
+    with pytest.raises(ValueError, match=r"^EXPIRED is derived from timestamps, not stored: scan all and use"):
+        store.scan(RecordStatus.EXPIRED)
+
+
+# -- decoding what a store read: the one decoder every backend shares ---------------------------------------
+
+VALID_ITEM = {
+    "key": "k",
+    "status": "COMPLETE",
+    "expires_at": NOW_S,
+    "in_progress_expires_at": None,
+    "lease": "l",
+    "response": None,
+    "payload_hash": None,
+}
+
+
+def test_a_stored_item_decodes_numbers_given_as_text_and_an_absent_lease_as_empty():
+    item = {**VALID_ITEM, "expires_at": str(NOW_S), "in_progress_expires_at": str(NOW_MS), "lease": None}
+    record = decode_record(**item)
+    assert (record.expires_at, record.in_progress_expires_at, record.lease) == (NOW_S, NOW_MS, "")
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"status": None}, "status is missing"),
+        ({"status": 1}, "status is not text: 1"),
+        ({"status": "PENDING"}, "status is 'PENDING', not IN_PROGRESS or COMPLETE"),
+        ({"expires_at": None}, "expires_at is missing"),
+        ({"expires_at": "soon"}, "expires_at is not a whole number: 'soon'"),
+        ({"expires_at": True}, "expires_at is not a whole number: True"),
+        ({"in_progress_expires_at": "later"}, "in_progress_expires_at is not a whole number: 'later'"),
+        ({"lease": 7}, "lease is not text: 7"),
+        ({"response": 7}, "response is not text: 7"),
+        ({"payload_hash": 7}, "payload_hash is not text: 7"),
+    ],
+)
+def test_a_foreign_item_is_refused_naming_the_key_the_attribute_and_the_value(change, reason):
+    with pytest.raises(PersistenceLayerError) as caught:
+        decode_record(**{**VALID_ITEM, **change})
+    assert caught.value.key == "k"
+    assert str(caught.value) == f"stored item 'k' is not a record this library wrote: {reason}"
+
+
+@pytest.mark.parametrize(
+    ("key", "name", "reason"), [(7, "7", "the key is not text: 7"), (None, "None", "the key is missing")]
+)
+def test_a_foreign_item_whose_key_is_not_text_is_named_by_its_repr(key, name, reason):
+    with pytest.raises(PersistenceLayerError) as caught:
+        decode_record(**{**VALID_ITEM, "key": key})
+    assert caught.value.key == name
+    assert str(caught.value) == f"stored item {name!r} is not a record this library wrote: {reason}"
