@@ -8,7 +8,6 @@ import functools
 import io
 import logging
 import os
-import threading
 from types import AsyncGeneratorType, CoroutineType, GeneratorType
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, final
 
@@ -42,18 +41,9 @@ def _default_config(function_name: str | None) -> IdempotencyConfig:  # noqa: AR
 _warned_invocation: list[str | None] = []
 
 
-class _HeldKeys(threading.local):
-    """Keys whose lock a guard of this thread holds, to explain a conflict with one's own lock.
-
-    A nested guard on such a key meets its own lock and fails the record on every delivery. A thread-local
-    list costs a tenth of a contextvar per record; it only shapes an error message.
-    """
-
-    def __init__(self) -> None:
-        self.keys: list[str] = []
-
-
-_held_keys = _HeldKeys()
+# Leases of the locks this process holds right now (set operations are atomic under the GIL). Only read
+# to explain a conflict: a guard nested on its own record's key meets its own lock on every delivery.
+_held_leases: set[str] = set()
 _TRUE = frozenset(("1", "true", "yes", "y", "on"))
 _FALSE = frozenset(("", "0", "false", "no", "n", "off"))
 
@@ -197,14 +187,14 @@ class IdempotencyGuard:
         existing = self.store.acquire(record, now_ms)
         if existing is None:
             self._held = record
-            _held_keys.keys.append(self.key)
+            _held_leases.add(record.lease)
             return self
         if existing.status is RecordStatus.COMPLETE:
             self._replay(existing, validation_hash, now_ms)
         holder = (
-            "a guard of this same thread: an enclosing guard, or a concurrent task (a guard nested in another's "
-            "body needs a key of its own: another key_prefix, or an event_key_jmespath selecting the step)"
-            if self.key in _held_keys.keys
+            "a guard of this same process: an enclosing guard, or another thread or task (a guard nested in "
+            "another's body needs a key of its own: another key_prefix, or an event_key_jmespath selecting the step)"
+            if existing.lease in _held_leases
             else "another invocation"
         )
         raise IdempotencyAlreadyInProgressError(
@@ -249,7 +239,7 @@ class IdempotencyGuard:
         """
         held, self._held = self._held, None
         if held is not None:
-            _held_keys.keys.remove(held.key)
+            _held_leases.discard(held.lease)
         if exc is None and _never_ran(self.result):
             invalid = self._invalid_result([self.result])
             if held is not None:

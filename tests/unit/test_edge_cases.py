@@ -363,7 +363,7 @@ def test_a_guard_nested_on_its_own_records_key_says_an_enclosing_guard_holds_it(
     assert failures(processor_response) == ["m-1"]
     error = processor.items[0].error
     assert isinstance(error, IdempotencyAlreadyInProgressError)
-    assert "a guard of this same thread: an enclosing guard" in str(error)
+    assert "a guard of this same process: an enclosing guard" in str(error)
     assert list(store.scan()) == []  # the outer lock was released: a fixed handler runs it
 
 
