@@ -9,7 +9,6 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from consumer._context import remaining_ms
 from consumer._errors import AlreadyProcessed, IdempotencyAlreadyInProgressError
 from consumer._handlers import NO_GUARD, POSITIONAL
 from consumer.event_sources import EventType
@@ -112,7 +111,8 @@ class BatchRun:
         if self._stopped or (item.group is not None and item.group in self._failed_groups):
             return Outcome.SKIPPED
         # Exactly the margin left still starts the record: the margin is what a record may not go below.
-        if self.context is not None and remaining_ms(self.context) < self.settings.deadline_margin_ms:
+        # Negative remaining time is below any margin: no clamp needed here.
+        if self.context is not None and self.context.get_remaining_time_in_millis() < self.settings.deadline_margin_ms:
             return Outcome.DEFERRED
         return None
 

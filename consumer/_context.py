@@ -38,11 +38,6 @@ def system_clock() -> float:
     return time.time()
 
 
-def remaining_ms(context: LambdaContext) -> int:
-    """Milliseconds the invocation has left, never negative (a context past its deadline reports 0)."""
-    return max(0, context.get_remaining_time_in_millis())
-
-
 _UNSET = None
 _current: contextvars.ContextVar[tuple[LambdaContext | None] | None] = contextvars.ContextVar(
     "idempotent_consumer_lambda_context", default=_UNSET

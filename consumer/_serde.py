@@ -59,16 +59,6 @@ def _plain(value: Any, depth: int, float_ok: Callable[[float], bool]) -> bool:  
 _FLAT_VALUES = frozenset((str, int, bool, type(None)))
 
 
-def _flat(value: dict[Any, Any]) -> bool:
-    # A str-keyed dict of values the C encoder writes as they must be written (no float: NaN needs a tag).
-    if _TAG in value:
-        return False
-    for k, v in value.items():  # noqa: SIM110 - a loop is faster than all() over a generator here
-        if type(k) is not str or type(v) not in _FLAT_VALUES:
-            return False
-    return True
-
-
 def _utf8(text: str) -> bool:
     try:
         text.encode()
@@ -192,10 +182,14 @@ def encode_result(value: Any) -> str:
             failing ``model_dump``, ...), chained as its cause.
     """
     try:
-        if type(value) is dict and _flat(value):  # the usual result: one level of str, int, bool, None
-            text = _PLAIN.encode(value)
-            if text.isascii() or _utf8(text):
-                return text
+        if type(value) is dict and _TAG not in value:  # the usual result: one level of str, int, bool, None
+            for k, v in value.items():
+                if type(k) is not str or type(v) not in _FLAT_VALUES:
+                    break
+            else:
+                text = _PLAIN.encode(value)
+                if text.isascii() or _utf8(text):
+                    return text
         if _plain(value, 0, math.isfinite):
             text = _PLAIN.encode(value)
             if text.isascii() or _utf8(text):

@@ -11,7 +11,7 @@ import os
 from types import AsyncGeneratorType, CoroutineType, GeneratorType
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, final
 
-from consumer._context import current_lambda_context, remaining_ms, system_clock
+from consumer._context import current_lambda_context, system_clock
 from consumer._errors import (
     AlreadyProcessed,
     IdempotencyAlreadyInProgressError,
@@ -153,7 +153,8 @@ class IdempotencyGuard:
     def _lock_deadline_ms(self, now_ms: int) -> int:
         if self.context is None:
             return now_ms + self.config.lock_timeout_seconds * 1000
-        return now_ms + remaining_ms(self.context) + self.config.lock_grace_ms
+        remaining = self.context.get_remaining_time_in_millis()  # never negative: a lock already expired when taken
+        return now_ms + max(0, remaining) + self.config.lock_grace_ms
 
     def __enter__(self) -> IdempotencyGuard:
         """Take the lock; raise ``AlreadyProcessed`` or ``IdempotencyAlreadyInProgressError`` if we may not run.
@@ -240,7 +241,7 @@ class IdempotencyGuard:
         held, self._held = self._held, None
         if held is not None:
             _held_leases.discard(held.lease)
-        if exc is None and _never_ran(self.result):
+        if exc is None and type(self.result) not in _PLAIN_RESULTS and _never_ran(self.result):
             invalid = self._invalid_result([self.result])
             if held is not None:
                 self._release(held, invalid)
@@ -275,7 +276,11 @@ class IdempotencyGuard:
         )
 
     def _commit(self, held: IdempotencyRecord) -> None:
-        response = self._encoded_result(held)
+        try:
+            response: str | None = encode_result(self.result)
+        except Exception as e:  # noqa: BLE001 - ResultEncodingError, or a bug in a user's encoder hook
+            self._unstorable(held, e)  # raises for unrun work; otherwise commit without the response
+            response = None
         complete = held.completed(response, int(self.clock()) + self.config.expires_after_seconds)
         try:
             self.store.complete(complete)
@@ -286,21 +291,17 @@ class IdempotencyGuard:
         if self._cache is not None:
             self._cache.put(complete, self._now_ms())
 
-    def _encoded_result(self, held: IdempotencyRecord) -> str | None:
+    def _unstorable(self, held: IdempotencyRecord, error: Exception) -> None:
         # The body ran: whatever goes wrong encoding its result must not keep the record from committing,
         # or the side effect would run again once the lock lapses. Unless the result holds work that has not
         # run (a coroutine in a list, a map object, a Future): committing it would lose that work.
-        try:
-            return encode_result(self.result)
-        except Exception as e:
-            unrun = _unrun_parts(self.result)
-            if unrun:
-                invalid = self._invalid_result(unrun)
-                self._release(held, invalid)
-                raise invalid from e
-            cause = e if isinstance(e, ResultEncodingError) else repr(e)
-            logger.warning("result of %r cannot be stored (%s): committing without it", held.key, cause)
-            return None
+        unrun = _unrun_parts(self.result)
+        if unrun:
+            invalid = self._invalid_result(unrun)
+            self._release(held, invalid)
+            raise invalid from error
+        cause = error if isinstance(error, ResultEncodingError) else repr(error)
+        logger.warning("result of %r cannot be stored (%s): committing without it", held.key, cause)
 
     def _release(self, held: IdempotencyRecord, exc: BaseException) -> None:
         try:

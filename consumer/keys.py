@@ -124,10 +124,11 @@ def make_key(data: Any, config: IdempotencyConfig, prefix: str | None = None) ->
         IdempotencyKeyError: The expression failed, the selection is not serializable, or it is empty
             and ``config.raise_on_no_idempotency_key`` is set.
     """
-    try:
-        data = plain_data(data)
-    except Exception as e:  # a cycle, a failing model_dump: a key error naming it
-        raise IdempotencyKeyError(f"the record's plain form cannot be built: {e!r}") from e
+    if not isinstance(data, (dict, str, list)):  # plain_data's own fast path, without the call per record
+        try:
+            data = plain_data(data)
+        except Exception as e:  # a cycle, a failing model_dump: a key error naming it
+            raise IdempotencyKeyError(f"the record's plain form cannot be built: {e!r}") from e
     expression = config.key_expression or default_key_expression(data)
     selection = data if expression is None else select(expression, data, "event_key_jmespath")
     if is_missing(selection):
