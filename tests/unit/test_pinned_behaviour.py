@@ -8,16 +8,19 @@ import hashlib
 import json
 import logging
 import re
+import sys
 import threading
 import time
 import types
 import weakref
+from dataclasses import dataclass
 
 import pytest
 from events import sqs_event, sqs_record
 from fakes import CountingStore, FakeClock, FakeContext
 from records import NOW_MS, NOW_S
 
+import consumer.guard as guard_module
 from consumer import (
     AlreadyProcessed,
     BatchEventError,
@@ -32,6 +35,7 @@ from consumer import (
     IdempotencyValidationError,
     InvalidResultError,
     NestedReplayError,
+    SQSRecord,
     current_lambda_context,
     idempotency_disabled,
     make_key,
@@ -80,7 +84,7 @@ def test_a_cache_entry_is_trusted_up_to_exactly_its_max_age_and_not_after(store)
     store.delete(next(iter(store.scan())).key)  # an operator's delete, unseen by the cache
     clock.advance(30)
     assert deliver({"messageId": "m-1"}, store, config=config, clock=clock) == "replayed"  # from the cache
-    clock.advance(0.5)
+    clock.advance(0.02)  # 20 ms past the bound
     assert deliver({"messageId": "m-1"}, store, config=config, clock=clock) == "ran"
 
 
@@ -182,6 +186,7 @@ def test_the_disabled_argument_wins_over_the_environment(store, monkeypatch):
 
 def test_an_unset_disabled_variable_is_off_without_a_warning(monkeypatch, caplog):
     monkeypatch.delenv("IDEMPOTENCY_DISABLED", raising=False)
+    guard_module._warn_unrecognised_disabled.cache_clear()  # it warns once per value and process
     with caplog.at_level(logging.WARNING, LOGGER):
         assert idempotency_disabled() is False
     assert messages(caplog) == []
@@ -527,8 +532,8 @@ def test_a_record_without_a_key_counts_as_unguarded_not_processed(store):
 def test_a_handler_taking_the_guard_second_also_gets_its_record(store):
     seen = []
 
-    def handler(record, guard):
-        seen.append((record.message_id, guard.key))
+    def handler(record, g):
+        seen.append((record.message_id, g.key))
 
     process_partial_response(sqs_event(sqs_record("m-1", 1)), handler, BatchProcessor(EventType.SQS, store=store))
     assert seen == [("m-1", make_key(sqs_record("m-1", 1), IdempotencyConfig()))]
@@ -705,3 +710,141 @@ def test_a_foreign_item_whose_key_is_not_text_is_named_by_its_repr(key, name, re
         decode_record(**{**VALID_ITEM, "key": key})
     assert caught.value.key == name
     assert str(caught.value) == f"stored item {name!r} is not a record this library wrote: {reason}"
+
+
+# -- results that hold work not yet done --------------------------------------------------------------------
+
+
+class Ticker:
+    """An async iterator (no ``__await__``, no ``__next__``)."""
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        raise StopAsyncIteration
+
+
+class ClosableIterator:
+    """A user's iterator with a ``close()`` of its own."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        raise StopIteration
+
+    def close(self):
+        self.closed = True
+
+
+@dataclass
+class Receipt:
+    charge: object
+
+
+def test_config_without_a_cache_has_no_cache_for_a_store(store):
+    assert IdempotencyConfig().cache_for(store) is None
+
+
+def test_the_bodys_exception_wins_over_an_unrun_result(store):
+    guard = IdempotencyGuard({"messageId": "m-1"}, store=store)
+
+    def body():
+        with guard:
+            guard.result = Awaitable()
+            raise ValueError("declined")
+
+    with pytest.raises(ValueError, match="declined"):
+        body()
+    assert store.get(guard.key) is None  # released
+
+
+@pytest.mark.parametrize(
+    ("result", "message"),
+    [
+        (Awaitable(), "is a Awaitable"),
+        ([Awaitable(), map(str, [])], "holds a Awaitable and a map"),
+        ([Ticker()], "holds a Ticker"),
+        (Receipt(charge=Awaitable()), "holds a Awaitable"),
+    ],
+    ids=["awaitable", "list-of-awaitable-and-map", "async-iterator", "dataclass-field"],
+)
+def test_an_unrun_result_is_refused_saying_whether_it_is_or_holds_the_work(store, result, message):
+    guard = IdempotencyGuard({"messageId": "m-1"}, store=store)
+    with pytest.raises(InvalidResultError) as caught, guard:
+        guard.result = result
+    assert str(caught.value) == (
+        f"the result of {guard.key!r} {message}: the work it stands for has not run, so it is not committed "
+        "(await it or consume it inside the body)"
+    )
+    assert store.get(guard.key) is None  # released, so a fixed body can run it
+
+
+def test_a_users_iterator_in_an_unrun_result_is_not_closed_for_them(store):
+    iterator = ClosableIterator()
+    guard = IdempotencyGuard({"messageId": "m-1"}, store=store)
+    with pytest.raises(InvalidResultError), guard:
+        guard.result = [iterator]
+    assert iterator.closed is False
+
+
+@pytest.mark.parametrize("result", [Awaitable(), [Awaitable()]], ids=["is", "holds"])
+def test_a_failed_release_after_an_unrun_result_is_logged_and_noted_on_that_error(store, caplog, result):
+    clock = FakeClock()
+    config = IdempotencyConfig(lock_timeout_seconds=1)
+    guard = IdempotencyGuard({"messageId": "m-1"}, store=store, clock=clock, config=config)
+    guard.__enter__()
+    clock.advance(2)
+    deliver({"messageId": "m-1"}, store, clock=clock)  # took the lapsed lock over
+    guard.result = result
+    with caplog.at_level(logging.ERROR, LOGGER), pytest.raises(InvalidResultError) as caught:
+        guard.__exit__(None, None, None)
+    (line,) = messages(caplog, logging.ERROR)
+    assert line.startswith(f"could not release {guard.key!r} after the body raised InvalidResultError(")
+    if sys.version_info >= (3, 11):  # add_note() is 3.11+
+        assert "releasing" in caught.value.__notes__[0]
+
+
+def test_a_handlers_return_value_wins_over_the_guard_result_it_set(store):
+    def handler(record, guard):
+        guard.result = "set on the guard"
+        return "returned"
+
+    processor = BatchProcessor(EventType.SQS, store=store)
+    process_partial_response(sqs_event(sqs_record("m-1", 1)), handler, processor)
+    assert processor.items[0].result == "returned"
+    with pytest.raises(AlreadyProcessed) as done, IdempotencyGuard(sqs_record("m-1", 1), store=store):
+        pytest.fail("a committed record must not run again")
+    assert done.value.response == "returned"
+
+
+# -- keys of typed and structured data ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("expression", [None, "receiptHandle", "attributes.ApproximateReceiveCount"])
+def test_a_typed_record_is_keyed_like_its_raw_event(expression):
+    raw = sqs_record("m-1", {"order": 1}, receive_count=3)
+    config = IdempotencyConfig(event_key_jmespath=expression)
+    assert make_key(SQSRecord.from_raw(raw), config) == make_key(raw, config)
+    assert make_key(raw, config) is not None
+
+
+def test_nested_values_of_a_tuple_or_a_dataclass_are_part_of_the_key():
+    config = IdempotencyConfig(key_prefix="p")
+    assert make_key((1, "a"), config) != make_key((1, "b"), config)
+    assert make_key(Receipt(charge={"amount": 1}), config) != make_key(Receipt(charge={"amount": 2}), config)
+
+
+class ExplodingModel:
+    def model_dump(self):
+        raise ArithmeticError("no dump")
+
+
+def test_a_record_whose_plain_form_cannot_be_built_is_a_key_error_saying_so():
+    with pytest.raises(IdempotencyKeyError) as caught:
+        make_key(ExplodingModel(), IdempotencyConfig())
+    assert str(caught.value) == "the record's plain form cannot be built: ArithmeticError('no dump')"
