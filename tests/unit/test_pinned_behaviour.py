@@ -7,6 +7,7 @@ import gc
 import hashlib
 import json
 import logging
+import operator
 import re
 import sys
 import threading
@@ -581,6 +582,12 @@ def test_an_async_or_generator_handler_is_refused_by_its_name(store):
         process_partial_response(event, charge_async, processor)
     with pytest.raises(TypeError, match=r"^record handler .*charge_lazily is a generator function"):
         process_partial_response(event, charge_lazily, processor)
+
+
+def test_a_handler_without_a_readable_signature_gets_only_the_record(store):
+    processor = BatchProcessor(EventType.SQS, store=store)
+    process_partial_response(sqs_event(sqs_record("m-1", 1)), operator.attrgetter("message_id"), processor)
+    assert processor.items[0].result == "m-1"
 
 
 def test_an_unhashable_handler_that_asks_for_the_guard_gets_it(store):
