@@ -38,7 +38,7 @@ class Outcome(str, enum.Enum):
     @property
     def succeeded(self) -> bool:
         """Whether the record needs no redelivery."""
-        return self in (Outcome.PROCESSED, Outcome.REPLAYED, Outcome.UNGUARDED)
+        return self is Outcome.PROCESSED or self is Outcome.REPLAYED or self is Outcome.UNGUARDED
 
 
 @dataclass(slots=True)

@@ -90,8 +90,8 @@ def check_size(record: IdempotencyRecord, names: AttributeNames = DEFAULT_ATTRIB
     """
     # Fast path: UTF-8 takes at most 4 bytes a character (a lone surrogate counts 3), numbers at most 21,
     # names are short.
-    texts = (record.key, record.lease, record.response or "", record.payload_hash or "")
-    if 4 * sum(map(len, texts)) + extra_bytes + _SMALL_ITEM_SLACK < MAX_ITEM_BYTES:
+    chars = len(record.key) + len(record.lease) + len(record.response or "") + len(record.payload_hash or "")
+    if 4 * chars + extra_bytes + _SMALL_ITEM_SLACK < MAX_ITEM_BYTES:
         return
     size = record_size(record, names) + extra_bytes
     if size > MAX_ITEM_BYTES:
