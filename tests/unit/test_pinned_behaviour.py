@@ -244,6 +244,22 @@ def test_a_lock_held_by_another_invocation_says_so_with_its_deadline(store):
     assert str(caught.value) == f"{key!r} is being processed by another invocation until {NOW_MS + 60_000} (epoch ms)"
 
 
+class ReleaseFails(InMemoryPersistenceLayer):
+    def release(self, key, lease):
+        raise PersistenceLayerError(f"throttled releasing {lease}", key=key)
+
+
+def test_a_lock_left_by_an_exited_guard_is_another_invocations_not_this_process(store):
+    store = ReleaseFails()
+    guard = IdempotencyGuard({"messageId": "m-1"}, store=store, clock=FakeClock())
+    with pytest.raises(ValueError, match="declined"), guard:
+        raise ValueError("declined")
+    assert guard.release_error is not None  # the lock stays behind until it lapses
+    with pytest.raises(IdempotencyAlreadyInProgressError) as caught:
+        deliver({"messageId": "m-1"}, store)
+    assert f"{guard.key!r} is being processed by another invocation until" in str(caught.value)
+
+
 def test_a_validation_error_carries_the_key_and_names_the_expression(store):
     config = IdempotencyConfig(payload_validation_jmespath="body")
     deliver({"messageId": "m-1", "body": "a"}, store, config=config)
