@@ -50,11 +50,6 @@ class LocalCache:
             while len(self._records) > self._max_items:
                 self._records.popitem(last=False)
 
-    def discard(self, key: str) -> None:
-        """Forget ``key``."""
-        with self._lock:
-            self._records.pop(key, None)
-
     def __len__(self) -> int:
         """Number of records held."""
         return len(self._records)
