@@ -47,11 +47,10 @@ def refuse_async(function: Callable[..., Any], what: str) -> None:
 def handler_shape(handler: Callable[..., Any]) -> HandlerShape:
     """Inspect ``handler`` (cached when it is hashable); raises ``TypeError`` when it is async or a generator."""
     try:
-        return _cached_shape(handler)
-    except TypeError as e:
-        if "unhashable" not in str(e):
-            raise
+        hash(handler)
+    except TypeError:  # an unhashable callable object: inspected on every batch
         return _shape(handler)
+    return _cached_shape(handler)
 
 
 @functools.lru_cache(maxsize=64)

@@ -242,10 +242,7 @@ class IdempotencyGuard:
         if held is not None:
             _held_leases.discard(held.lease)
         if exc is None and type(self.result) not in _PLAIN_RESULTS and _never_ran(self.result):
-            invalid = self._invalid_result([self.result])
-            if held is not None:
-                self._release(held, invalid)
-            raise invalid
+            raise self._refuse(held, [self.result])
         if held is not None:
             if exc is None:
                 self._commit(held)
@@ -261,19 +258,22 @@ class IdempotencyGuard:
             ) from exc
         return False
 
-    def _invalid_result(self, unrun: list[Any]) -> InvalidResultError:
+    def _refuse(self, held: IdempotencyRecord | None, unrun: list[Any]) -> InvalidResultError:
+        """Close the unrun coroutines and generators, release the lock, and return the error to raise."""
         kinds = sorted({type(part).__name__ for part in unrun})
         for part in unrun:
-            close = getattr(part, "close", None)
-            if callable(close) and isinstance(part, (GeneratorType, AsyncGeneratorType, CoroutineType)):
-                close()  # a coroutine left unclosed warns "never awaited" at some random later point
+            if isinstance(part, (GeneratorType, CoroutineType)):
+                part.close()  # a coroutine left unclosed warns "never awaited" at some random later point
         where = "is" if unrun[0] is self.result else "holds"
         self.result = None
-        return InvalidResultError(
+        invalid = InvalidResultError(
             f"the result of {self.key!r} {where} a {' and a '.join(kinds)}: the work it stands for has not run, so "
             "it is not committed (await it or consume it inside the body)",
             key=self.key,
         )
+        if held is not None:
+            self._release(held, invalid)
+        return invalid
 
     def _commit(self, held: IdempotencyRecord) -> None:
         try:
@@ -297,9 +297,7 @@ class IdempotencyGuard:
         # run (a coroutine in a list, a map object, a Future): committing it would lose that work.
         unrun = _unrun_parts(self.result)
         if unrun:
-            invalid = self._invalid_result(unrun)
-            self._release(held, invalid)
-            raise invalid from error
+            raise self._refuse(held, unrun) from error
         cause = error if isinstance(error, ResultEncodingError) else repr(error)
         logger.warning("result of %r cannot be stored (%s): committing without it", held.key, cause)
 
@@ -318,11 +316,11 @@ _PLAIN_RESULTS = frozenset((dict, list, str, int, float, bool, type(None), tuple
 
 
 def _never_ran(result: Any) -> bool:
-    """Whether ``result`` stands for work not done yet: an awaitable, a generator or an async generator."""
-    t = type(result)
-    if t in _PLAIN_RESULTS:  # the usual results, without an isinstance and a getattr per record
-        return False
-    return isinstance(result, (GeneratorType, AsyncGeneratorType)) or hasattr(t, "__await__")
+    """Whether ``result`` stands for work not done yet: an awaitable, a generator or an async generator.
+
+    The caller skips plain types first (the usual results), so no isinstance and getattr run per record.
+    """
+    return isinstance(result, (GeneratorType, AsyncGeneratorType)) or hasattr(type(result), "__await__")
 
 
 def _unrun_parts(value: Any, depth: int = 0, seen: set[int] | None = None) -> list[Any]:
