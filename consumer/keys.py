@@ -64,12 +64,18 @@ def plain_data(data: Any) -> Any:
     typed record whole would key it on its delivery (``ApproximateReceiveCount`` changes on redelivery).
     Nested values are converted too (a typed record inside a dataclass is its raw event); anything else is
     returned as it is.
+
+    Raises:
+        IdempotencyKeyError: The plain form cannot be built (a cycle, a ``model_dump`` that raises).
     """
     if isinstance(data, (dict, str, list)):  # the usual case, first
         return data
     if getattr(type(data), "__keyed_by_raw__", False):  # a typed record: its raw event (default key: its id)
         return data.raw
-    return _plain_form(data)
+    try:
+        return _plain_form(data)
+    except Exception as e:  # a cycle, a failing model_dump: a key error naming it
+        raise IdempotencyKeyError(f"the record's plain form cannot be built: {e!r}") from e
 
 
 def _plain_form(value: Any) -> Any:
@@ -125,10 +131,7 @@ def make_key(data: Any, config: IdempotencyConfig, prefix: str | None = None) ->
             and ``config.raise_on_no_idempotency_key`` is set.
     """
     if not isinstance(data, (dict, str, list)):  # plain_data's own fast path, without the call per record
-        try:
-            data = plain_data(data)
-        except Exception as e:  # a cycle, a failing model_dump: a key error naming it
-            raise IdempotencyKeyError(f"the record's plain form cannot be built: {e!r}") from e
+        data = plain_data(data)
     expression = config.key_expression or default_key_expression(data)
     selection = data if expression is None else select(expression, data, "event_key_jmespath")
     if is_missing(selection):

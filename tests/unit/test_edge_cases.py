@@ -33,7 +33,7 @@ from consumer import (
     make_key,
     process_partial_response,
 )
-from consumer.keys import default_key_expression
+from consumer.keys import default_key_expression, payload_hash
 from persistence import InMemoryPersistenceLayer
 
 
@@ -434,3 +434,16 @@ def test_an_invocation_that_raises_leaves_no_summary_of_the_batch_before(store):
         process_partial_response(sqs_event(sqs_record("m-2", 1)), interrupted, processor)
     assert processor.summary is None
     assert processor.items == []
+
+
+class BrokenModel:
+    def model_dump(self, **_):
+        raise ArithmeticError("model_dump exploded")
+
+
+def test_data_whose_plain_form_fails_is_a_key_error_for_the_key_and_the_payload_hash():
+    config = IdempotencyConfig(event_key_jmespath="id", payload_validation_jmespath="id")
+    for build in (make_key, payload_hash):
+        with pytest.raises(IdempotencyKeyError, match="plain form") as raised:
+            build(BrokenModel(), config)
+        assert isinstance(raised.value.__cause__, ArithmeticError)
