@@ -5,12 +5,9 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import OrderedDict
-from typing import TYPE_CHECKING
+from typing import Any
 
 from persistence import IdempotencyRecord, RecordStatus
-
-if TYPE_CHECKING:
-    from persistence import PersistenceLayer
 
 
 class LocalCache:
@@ -62,13 +59,13 @@ class LocalCaches:
         """Caches of ``max_items`` records each, entries trusted for ``max_age_ms``."""
         self._max_items = max_items
         self._max_age_ms = max_age_ms
-        self._weak: weakref.WeakKeyDictionary[PersistenceLayer, LocalCache] = weakref.WeakKeyDictionary()
+        self._weak: weakref.WeakKeyDictionary[Any, LocalCache] = weakref.WeakKeyDictionary()
         # Stores that cannot be weakly referenced (or hashed) are kept by identity, with the store itself,
         # so an id is never reused by another store while its cache lives.
-        self._by_id: dict[int, tuple[PersistenceLayer, LocalCache]] = {}
+        self._by_id: dict[int, tuple[object, LocalCache]] = {}
         self._lock = threading.Lock()
 
-    def for_store(self, store: PersistenceLayer) -> LocalCache:
+    def for_store(self, store: object) -> LocalCache:
         """The cache of ``store``, made on first use."""
         with self._lock:
             try:

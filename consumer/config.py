@@ -16,7 +16,7 @@ from consumer._jmespath import compile_expression
 if TYPE_CHECKING:
     from jmespath.parser import ParsedResult
 
-    from persistence import IdempotencyRecord, PersistenceLayer
+    from persistence import IdempotencyRecord
 
 
 class ResponseHook(Protocol):
@@ -92,7 +92,7 @@ class IdempotencyConfig:
         prefix = self.key_prefix or os.environ.get("AWS_LAMBDA_FUNCTION_NAME") or "local"
         object.__setattr__(self, "prefix", prefix)
 
-    def cache_for(self, store: PersistenceLayer) -> LocalCache | None:
+    def cache_for(self, store: object) -> LocalCache | None:
         """The local cache of ``store`` (``None`` without ``use_local_cache``)."""
         return None if self.local_caches is None else self.local_caches.for_store(store)
 

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import functools
-import io
 import logging
 import os
-from types import AsyncGeneratorType, CoroutineType, GeneratorType
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, final
 
+from consumer._async import settle, settled
 from consumer._context import current_lambda_context, system_clock
 from consumer._errors import (
     AlreadyProcessed,
@@ -20,15 +18,25 @@ from consumer._errors import (
     NestedReplayError,
 )
 from consumer._serde import ResultEncodingError, decode_result, encode_result
+from consumer._unrun import PLAIN_RESULTS, close_unrun, never_ran, unrun_parts
 from consumer.config import IdempotencyConfig
 from consumer.keys import make_key, payload_hash
-from persistence import IdempotencyError, IdempotencyRecord, ItemTooLargeError, PersistenceLayer, RecordStatus
+from persistence import (
+    IdempotencyError,
+    IdempotencyRecord,
+    InlineStore,
+    ItemTooLargeError,
+    RecordStatus,
+    as_async_store,
+    is_async_store,
+)
 
 if TYPE_CHECKING:
     from types import TracebackType
 
     from consumer._cache import LocalCache
     from consumer._context import Clock, LambdaContext
+    from persistence import AsyncPersistenceLayer, PersistenceLayer
 
 logger = logging.getLogger("idempotent_consumer")
 
@@ -115,7 +123,7 @@ class IdempotencyGuard:
         self,
         data: Any,
         *,
-        store: PersistenceLayer,
+        store: PersistenceLayer | AsyncPersistenceLayer,
         config: IdempotencyConfig | None = None,
         context: LambdaContext | None = None,
         clock: Clock = system_clock,
@@ -126,7 +134,8 @@ class IdempotencyGuard:
 
         Args:
             data: The record (or function argument) the key is selected from.
-            store: Where records live.
+            store: Where records live: a sync store (both ``with`` and ``async with`` work), or an async one
+                (:class:`persistence.AsyncPersistenceLayer`, ``async with`` only).
             config: Key selection and timings; defaults to ``IdempotencyConfig()``.
             context: The Lambda context (its deadline bounds the lock); defaults to the registered one.
             clock: Epoch seconds; inject one to test expiry without sleeping.
@@ -146,6 +155,8 @@ class IdempotencyGuard:
         self.release_error: IdempotencyError | None = None
         self._held: IdempotencyRecord | None = None
         self._cache: LocalCache | None = None
+        self._validation_hash: str | None = None
+        self._astore: AsyncPersistenceLayer | None = None
 
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -165,14 +176,65 @@ class IdempotencyGuard:
             IdempotencyValidationError: The stored record was made for a different payload.
             IdempotencyKeyError: The key could not be selected.
             PersistenceLayerError: The store failed.
+            TypeError: ``store`` is async only: use ``async with``.
+        """
+        begun = self._begin()
+        if begun is not None:
+            record, now_ms = begun
+            self._acquired(record, now_ms, self._sync_store().acquire(record, now_ms))
+        return self
+
+    async def __aenter__(self) -> IdempotencyGuard:
+        """``async with``: the same as ``__enter__``, with the store reached without blocking the event loop.
+
+        A store whose calls never wait (the in-memory one) is called on the loop; a sync store that waits on
+        I/O runs in a bounded thread pool (:func:`persistence.as_async_store`); a native async store is awaited.
+        A cancellation that arrives while the lock is being taken waits for the store's answer, releases a lock
+        that was taken, and then propagates: the body does not run.
+
+        Raises:
+            The same as ``__enter__`` (and ``asyncio.CancelledError``).
+        """
+        begun = self._begin()
+        if begun is None:
+            return self
+        record, now_ms = begun
+        store = self._async_store()
+        if isinstance(store, InlineStore):
+            existing = store.store.acquire(record, now_ms)
+        else:
+            acquiring, cancelled = await settle(store.acquire(record, now_ms))
+            if cancelled is not None:
+                if not acquiring.cancelled() and acquiring.exception() is None and acquiring.result() is None:
+                    await settle(store.release(record.key, record.lease))  # ours, and never to be used
+                raise cancelled
+            existing = acquiring.result()
+        self._acquired(record, now_ms, existing)
+        return self
+
+    def _sync_store(self) -> PersistenceLayer:
+        if is_async_store(self.store):
+            msg = f"{type(self.store).__name__} is an async store: use `async with IdempotencyGuard(...)`"
+            raise TypeError(msg)
+        return self.store  # type: ignore[return-value]  # the sync member of the union, checked above
+
+    def _async_store(self) -> AsyncPersistenceLayer:
+        if self._astore is None:
+            self._astore = as_async_store(self.store)
+        return self._astore
+
+    def _begin(self) -> tuple[IdempotencyRecord, int] | None:
+        """Everything before the acquire: the record to write and when, or ``None`` to run unguarded.
+
+        Raises ``AlreadyProcessed`` for a local-cache hit (nothing is sent).
         """
         if self.disabled if self.disabled is not None else idempotency_disabled():
-            return self
+            return None
         self.key = make_key(self.data, self.config, self.key_prefix)
         if self.key is None:
             _warn_unguarded(self.context)
-            return self
-        validation_hash = payload_hash(self.data, self.config)
+            return None
+        self._validation_hash = validation_hash = payload_hash(self.data, self.config)
         now_ms = self._now_ms()
         self._cache = cache = None if self.config.local_caches is None else self.config.cache_for(self.store)
         cached = cache.get(self.key, now_ms) if cache is not None else None
@@ -185,13 +247,16 @@ class IdempotencyGuard:
             lock_deadline_ms=self._lock_deadline_ms(now_ms),
             payload_hash=validation_hash,
         )
-        existing = self.store.acquire(record, now_ms)
+        return record, now_ms
+
+    def _acquired(self, record: IdempotencyRecord, now_ms: int, existing: IdempotencyRecord | None) -> None:
+        """Act on the acquire's answer: hold the lock, replay a completed record, or refuse a live lock."""
         if existing is None:
             self._held = record
             _held_leases.add(record.lease)
-            return self
+            return
         if existing.status is RecordStatus.COMPLETE:
-            self._replay(existing, validation_hash, now_ms)
+            self._replay(existing, self._validation_hash, now_ms)
         holder = (
             "a guard of this same process: an enclosing guard, or another thread or task (a guard nested in "
             "another's body needs a key of its own: another key_prefix, or an event_key_jmespath selecting the step)"
@@ -199,8 +264,8 @@ class IdempotencyGuard:
             else "another invocation"
         )
         raise IdempotencyAlreadyInProgressError(
-            f"{self.key!r} is being processed by {holder} until {existing.in_progress_expires_at} (epoch ms)",
-            key=self.key,
+            f"{record.key!r} is being processed by {holder} until {existing.in_progress_expires_at} (epoch ms)",
+            key=record.key,
             existing_record=existing,
         )
 
@@ -238,16 +303,84 @@ class IdempotencyGuard:
                 result is not stored and theirs stands.
             PersistenceLayerError: The store failed while committing.
         """
+        held, complete, failure = self._closing(exc)
+        if complete is not None:
+            store = self._sync_store()
+            try:
+                store.complete(complete)
+            except ItemTooLargeError as e:
+                complete = self._without_response(complete, e)
+                store.complete(complete)
+            self._committed(complete)
+            return False
+        if held is not None:
+            try:
+                self._sync_store().release(held.key, held.lease)
+            except IdempotencyError as e:
+                self._release_failed(held, failure, e)
+        return self._closed(exc, failure)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> Literal[False]:
+        """``async with``: the same as ``__exit__``; the store is reached as in ``__aenter__``.
+
+        A body cancelled by ``asyncio`` (``CancelledError``) is a body that raised: the lock is released and
+        nothing is committed. Once the body has finished, a cancellation no longer interrupts the commit or the
+        release: it waits for the store's answer, then propagates.
+
+        Raises:
+            The same as ``__exit__``.
+        """
+        store = self._async_store() if self._held is not None else None
+        if store is None or isinstance(store, InlineStore):
+            return self.__exit__(exc_type, exc, traceback)  # nothing to await: the sync face, exactly
+        held, complete, failure = self._closing(exc)
+        if complete is not None:
+            try:
+                await settled(store.complete(complete))
+            except ItemTooLargeError as e:
+                complete = self._without_response(complete, e)
+                await settled(store.complete(complete))
+            self._committed(complete)
+            return False
+        if held is not None:
+            try:
+                await settled(store.release(held.key, held.lease))
+            except IdempotencyError as e:
+                self._release_failed(held, failure, e)
+        return self._closed(exc, failure)
+
+    def _closing(
+        self, exc: BaseException | None
+    ) -> tuple[IdempotencyRecord | None, IdempotencyRecord | None, BaseException | None]:
+        """Decide how the body's exit ends, before any store call: ``(held, complete, failure)``.
+
+        ``complete`` is the record to commit (the body returned and its result may be stored); otherwise a
+        held lock is released because of ``failure``: the body's exception, or the refusal of a result that
+        stands for unrun work (a coroutine, a generator, one nested in the result).
+        """
         held, self._held = self._held, None
         if held is not None:
             _held_leases.discard(held.lease)
-        if exc is None and type(self.result) not in _PLAIN_RESULTS and _never_ran(self.result):
-            raise self._refuse(held, [self.result])
-        if held is not None:
-            if exc is None:
-                self._commit(held)
-                return False
-            self._release(held, exc)
+        if exc is not None:
+            return held, None, exc
+        if type(self.result) not in PLAIN_RESULTS and never_ran(self.result):
+            return held, None, self._refuse([self.result])
+        if held is None:
+            return None, None, None
+        try:
+            return held, self._completed(held), None
+        except InvalidResultError as refused:
+            return held, None, refused
+
+    def _closed(self, exc: BaseException | None, failure: BaseException | None) -> Literal[False]:
+        """After a release (or with nothing held): raise what the body's exit calls for, else return False."""
+        if failure is not None and failure is not exc:
+            raise failure  # the refusal of an unrun result, chained to its cause
         if isinstance(exc, AlreadyProcessed):
             # Only our own __enter__ may say "done"; __exit__ never runs after it raised.
             raise NestedReplayError(
@@ -258,12 +391,10 @@ class IdempotencyGuard:
             ) from exc
         return False
 
-    def _refuse(self, held: IdempotencyRecord | None, unrun: list[Any]) -> InvalidResultError:
-        """Close the unrun coroutines and generators, release the lock, and return the error to raise."""
+    def _refuse(self, unrun: list[Any], cause: BaseException | None = None) -> InvalidResultError:
+        """Close the unrun coroutines and generators and return the error to raise once the lock is released."""
         kinds = sorted({type(part).__name__ for part in unrun})
-        for part in unrun:
-            if isinstance(part, (GeneratorType, CoroutineType)):
-                part.close()  # a coroutine left unclosed warns "never awaited" at some random later point
+        close_unrun(unrun)
         where = "is" if unrun[0] is self.result else "holds"
         self.result = None
         invalid = InvalidResultError(
@@ -271,83 +402,35 @@ class IdempotencyGuard:
             "it is not committed (await it or consume it inside the body)",
             key=self.key,
         )
-        if held is not None:
-            self._release(held, invalid)
+        invalid.__cause__ = cause
         return invalid
 
-    def _commit(self, held: IdempotencyRecord) -> None:
+    def _completed(self, held: IdempotencyRecord) -> IdempotencyRecord:
+        """The ``COMPLETE`` record to write; raises ``InvalidResultError`` (lock not yet released) for unrun work."""
         try:
             response: str | None = encode_result(self.result)
-        except Exception as e:  # noqa: BLE001 - ResultEncodingError, or a bug in a user's encoder hook
-            self._unstorable(held, e)  # raises for unrun work; otherwise commit without the response
+        except Exception as e:
+            # The body ran: whatever goes wrong encoding its result must not keep the record from committing,
+            # or the side effect would run again once the lock lapses. Unless the result holds work that has
+            # not run (a coroutine in a list, a map object, a Future): committing it would lose that work.
+            unrun = unrun_parts(self.result)
+            if unrun:
+                raise self._refuse(unrun, e) from e
+            cause = e if isinstance(e, ResultEncodingError) else repr(e)
+            logger.warning("result of %r cannot be stored (%s): committing without it", held.key, cause)
             response = None
-        complete = held.completed(response, int(self.clock()) + self.config.expires_after_seconds)
-        try:
-            self.store.complete(complete)
-        except ItemTooLargeError as e:
-            logger.warning("result of %r is too large to store (%s): committing without it", held.key, e)
-            complete = dataclasses.replace(complete, response=None)
-            self.store.complete(complete)
+        return held.completed(response, int(self.clock()) + self.config.expires_after_seconds)
+
+    def _without_response(self, complete: IdempotencyRecord, error: ItemTooLargeError) -> IdempotencyRecord:
+        logger.warning("result of %r is too large to store (%s): committing without it", complete.key, error)
+        return dataclasses.replace(complete, response=None)
+
+    def _committed(self, complete: IdempotencyRecord) -> None:
         if self._cache is not None:
             self._cache.put(complete, self._now_ms())
 
-    def _unstorable(self, held: IdempotencyRecord, error: Exception) -> None:
-        # The body ran: whatever goes wrong encoding its result must not keep the record from committing,
-        # or the side effect would run again once the lock lapses. Unless the result holds work that has not
-        # run (a coroutine in a list, a map object, a Future): committing it would lose that work.
-        unrun = _unrun_parts(self.result)
-        if unrun:
-            raise self._refuse(held, unrun) from error
-        cause = error if isinstance(error, ResultEncodingError) else repr(error)
-        logger.warning("result of %r cannot be stored (%s): committing without it", held.key, cause)
-
-    def _release(self, held: IdempotencyRecord, exc: BaseException) -> None:
-        try:
-            self.store.release(held.key, held.lease)
-        except IdempotencyError as e:
-            self.release_error = e
-            logger.error("could not release %r after the body raised %r: %s", held.key, exc, e)  # noqa: TRY400
-            if hasattr(exc, "add_note"):  # Python 3.11+
-                exc.add_note(f"idempotent-consumer: releasing {held.key!r} failed as well: {e!r}")
-
-
-_MAX_SEARCH_DEPTH = 64
-_PLAIN_RESULTS = frozenset((dict, list, str, int, float, bool, type(None), tuple))
-
-
-def _never_ran(result: Any) -> bool:
-    """Whether ``result`` stands for work not done yet: an awaitable, a generator or an async generator.
-
-    The caller skips plain types first (the usual results), so no isinstance and getattr run per record.
-    """
-    return isinstance(result, (GeneratorType, AsyncGeneratorType)) or hasattr(type(result), "__await__")
-
-
-def _unrun_parts(value: Any, depth: int = 0, seen: set[int] | None = None) -> list[Any]:
-    """Work not yet done inside a result: awaitables, iterators (``map``, generators), async iterators, Futures.
-
-    Only called once a result failed to encode (plain data never holds these), so it costs nothing otherwise.
-    """
-    t = type(value)
-    if (t in _PLAIN_RESULTS and t not in (dict, list, tuple)) or depth > _MAX_SEARCH_DEPTH:
-        return []
-    if (
-        hasattr(t, "__await__")
-        or hasattr(t, "__anext__")
-        or (hasattr(t, "__next__") and not isinstance(value, io.IOBase))
-        or isinstance(value, concurrent.futures.Future)
-    ):
-        return [value]
-    seen = set() if seen is None else seen
-    if id(value) in seen:  # a cycle: already searched
-        return []
-    seen.add(id(value))
-    if isinstance(value, dict):
-        children: Any = value.values()
-    elif isinstance(value, (list, tuple, set, frozenset)):
-        children = value
-    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        children = [getattr(value, f.name) for f in dataclasses.fields(value)]
-    else:
-        return []
-    return [part for child in children for part in _unrun_parts(child, depth + 1, seen)]
+    def _release_failed(self, held: IdempotencyRecord, exc: BaseException | None, error: IdempotencyError) -> None:
+        self.release_error = error
+        logger.error("could not release %r after the body raised %r: %s", held.key, exc, error)
+        if exc is not None and hasattr(exc, "add_note"):  # Python 3.11+
+            exc.add_note(f"idempotent-consumer: releasing {held.key!r} failed as well: {error!r}")

@@ -4,6 +4,14 @@
 :class:`PersistenceLayer`.
 """
 
+from persistence._async import (
+    DEFAULT_STORE_THREADS,
+    AsyncPersistenceLayer,
+    InlineStore,
+    ThreadedStore,
+    as_async_store,
+    is_async_store,
+)
 from persistence._attributes import MAX_ITEM_BYTES, AttributeNames, record_size
 from persistence._base import PersistenceLayer
 from persistence._errors import (
@@ -19,20 +27,26 @@ from persistence.sqlite import SQLitePersistenceLayer
 from persistence.urls import DEFAULT_STORE_URL, STORE_URL_VARIABLE, store_from_url
 
 __all__ = [
+    "DEFAULT_STORE_THREADS",
     "DEFAULT_STORE_URL",
     "MAX_ITEM_BYTES",
     "STORE_URL_VARIABLE",
+    "AsyncPersistenceLayer",
     "AttributeNames",
     "DynamoDBPersistenceLayer",
     "IdempotencyError",
     "IdempotencyRecord",
     "InMemoryPersistenceLayer",
+    "InlineStore",
     "ItemTooLargeError",
     "LockLostError",
     "PersistenceLayer",
     "PersistenceLayerError",
     "RecordStatus",
     "SQLitePersistenceLayer",
+    "ThreadedStore",
+    "as_async_store",
+    "is_async_store",
     "new_lease",
     "record_size",
     "store_from_url",

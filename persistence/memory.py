@@ -25,6 +25,9 @@ class InMemoryPersistenceLayer:
         True
     """
 
+    #: Its calls never wait on I/O: async code calls them on the event loop (see :func:`as_async_store`).
+    blocking = False
+
     def __init__(self) -> None:
         """Create an empty store."""
         self._records: dict[str, IdempotencyRecord] = {}
