@@ -20,6 +20,7 @@ from consumer._errors import (
     NestedReplayError,
 )
 from consumer._serde import canonical_json
+from consumer.async_batch import AsyncBatchProcessor, async_process_partial_response
 from consumer.batch import (
     BatchEvent,
     BatchEventError,
@@ -39,6 +40,7 @@ from persistence import IdempotencyError, ItemTooLargeError, LockLostError, Pers
 __all__ = [
     "DEFAULT_KEY_EXPRESSIONS",
     "AlreadyProcessed",
+    "AsyncBatchProcessor",
     "BatchEvent",
     "BatchEventError",
     "BatchProcessingError",
@@ -65,6 +67,7 @@ __all__ = [
     "PersistenceLayerError",
     "ResponseHook",
     "SQSRecord",
+    "async_process_partial_response",
     "canonical_json",
     "current_lambda_context",
     "idempotency_disabled",

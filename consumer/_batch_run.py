@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from consumer._context import Clock, LambdaContext
     from consumer.config import IdempotencyConfig
     from consumer.event_sources import Record
-    from persistence import PersistenceLayer
+    from persistence import AsyncPersistenceLayer, PersistenceLayer
 
 
 class Outcome(str, enum.Enum):
@@ -59,7 +59,7 @@ class RunSettings:
     """The processor's settings, as one run needs them."""
 
     event_type: EventType
-    store: PersistenceLayer
+    store: PersistenceLayer | AsyncPersistenceLayer
     config: IdempotencyConfig | None
     clock: Clock
     max_workers: int
@@ -89,17 +89,21 @@ class BatchRun:
             for item in self.items:
                 self._run_item(item)
             return
-        # Records without an ordering key still share a worker with their own duplicates (same id), so a
-        # duplicate replays after the first copy instead of failing on its lock.
-        groups: dict[object, list[Item]] = {}
-        for item in self.items:
-            groups.setdefault(("id", item.item_id) if item.group is None else item.group, []).append(item)
-        futures = [self.pool.submit(contextvars.copy_context().run, self._run_group, g) for g in groups.values()]
+        futures = [self.pool.submit(contextvars.copy_context().run, self._run_group, g) for g in self.groups()]
         # Every group finishes before anything is raised (a BaseException from a handler): no record may
         # still be running, and commit, after the invocation has ended.
         concurrent.futures.wait(futures)
         for future in futures:
             future.result()
+
+    def groups(self) -> list[list[Item]]:
+        """The items by ordering key, each group in batch order: what runs one after another."""
+        # Records without an ordering key still share a worker with their own duplicates (same id), so a
+        # duplicate replays after the first copy instead of failing on its lock.
+        groups: dict[object, list[Item]] = {}
+        for item in self.items:
+            groups.setdefault(("id", item.item_id) if item.group is None else item.group, []).append(item)
+        return list(groups.values())
 
     def _run_group(self, items: list[Item]) -> None:
         for item in items:
@@ -116,29 +120,44 @@ class BatchRun:
             return Outcome.DEFERRED
         return None
 
-    def _run_item(self, item: Item) -> None:
+    def _skipped(self, item: Item) -> bool:
+        """Whether ``item`` must not run (its group or batch failed, or the deadline is near): then it failed."""
         blocked = self._blocked(item)
-        if blocked is not None:
-            # Not run: later records of its group (or batch) must not overtake it.
-            self._fail(item, blocked, None)
-            return
+        if blocked is None:
+            return False
+        self._fail(item, blocked, None)  # not run: later records of its group (or batch) must not overtake it
+        return True
+
+    def _guard(self, item: Item) -> IdempotencyGuard:
         s = self.settings
+        return IdempotencyGuard(
+            item.raw, store=s.store, config=s.config, context=self.context, clock=s.clock, disabled=self._disabled
+        )
+
+    def _run_item(self, item: Item) -> None:
+        if self._skipped(item):
+            return
         try:
-            guard = IdempotencyGuard(
-                item.raw, store=s.store, config=s.config, context=self.context, clock=s.clock, disabled=self._disabled
-            )
-            with guard as g:
+            with self._guard(item) as g:
                 result = self.handler(item.record) if self.guard_passing == NO_GUARD else self._call(item.record, g)
                 if result is not None or g.result is None:  # a handler may set guard.result and return None
                     g.result = result
-            item.result = g.result
-            item.outcome = Outcome.PROCESSED if g.key is not None else Outcome.UNGUARDED
-        except AlreadyProcessed as done:  # from the record's own guard: a nested one's is a NestedReplayError
-            item.outcome, item.result = Outcome.REPLAYED, done.response
-        except IdempotencyAlreadyInProgressError as e:
-            self._fail(item, Outcome.IN_PROGRESS, e)
+            self._succeeded(item, g)
         except Exception as e:  # noqa: BLE001 - any failure of one record is reported, never raised
-            self._fail(item, Outcome.FAILED, e)
+            self._failed(item, e)
+
+    @staticmethod
+    def _succeeded(item: Item, guard: IdempotencyGuard) -> None:
+        item.result = guard.result
+        item.outcome = Outcome.PROCESSED if guard.key is not None else Outcome.UNGUARDED
+
+    def _failed(self, item: Item, error: Exception) -> None:
+        if isinstance(error, AlreadyProcessed):  # from the record's own guard: a nested one's is a NestedReplayError
+            item.outcome, item.result = Outcome.REPLAYED, error.response
+        elif isinstance(error, IdempotencyAlreadyInProgressError):
+            self._fail(item, Outcome.IN_PROGRESS, error)
+        else:
+            self._fail(item, Outcome.FAILED, error)
 
     def _call(self, record: Record, guard: IdempotencyGuard) -> Any:
         if self.guard_passing == POSITIONAL:

@@ -1,4 +1,4 @@
-"""What a user's function is: refused when it is async or a generator, and whether it asks for the guard."""
+"""What a user's function is: async or not, refused when it is a generator, and whether it asks for the guard."""
 
 from __future__ import annotations
 
@@ -20,20 +20,37 @@ class HandlerShape:
     guard_passing: str
 
 
-def refuse_async(function: Callable[..., Any], what: str) -> None:
-    """Raise ``TypeError`` for an ``async def`` or generator function: its "result" would be committed unrun.
+def is_async(function: Callable[..., Any]) -> bool:
+    """Whether calling ``function`` returns a coroutine: an ``async def``, a partial of one, an async ``__call__``."""
+    import inspect  # noqa: PLC0415 - costs 6 ms at import time; checked once per function
+
+    return any(inspect.iscoroutinefunction(candidate) for candidate in _candidates(function))
+
+
+def refuse_unrunnable(function: Callable[..., Any], what: str, *, async_ok: bool) -> None:
+    """Raise ``TypeError`` for a function whose "result" would be committed before its work ran.
+
+    Generator and async generator functions are always refused; ``async def`` unless ``async_ok`` (the async
+    processor and the decorators await it).
 
     Args:
         function: The user's function (or callable object).
         what: How the error names it (``"record handler"``, ``"@idempotent handler"``).
+        async_ok: Whether the caller awaits the function's coroutine.
     """
-    import inspect  # noqa: PLC0415 - costs 6 ms at import time; checked once per function
+    import inspect  # noqa: PLC0415 - see is_async
 
-    for candidate in (function, getattr(function, "__call__", None)):  # noqa: B004 - a callable object's method
-        if inspect.iscoroutinefunction(candidate) or inspect.isasyncgenfunction(candidate):
+    for candidate in _candidates(function):
+        if inspect.isasyncgenfunction(candidate):
+            msg = (
+                f"{what} {_name(function)} is an async generator function: calling it runs nothing until it is "
+                "iterated. Return a value (e.g. a list) instead."
+            )
+            raise TypeError(msg)
+        if not async_ok and inspect.iscoroutinefunction(candidate):
             msg = (
                 f"{what} {_name(function)} is async: calling it returns an awaitable, not a result, so the record "
-                "would be committed without its body running. Use a plain def."
+                "would be committed without its body running. Use AsyncBatchProcessor (or a plain def)."
             )
             raise TypeError(msg)
         if inspect.isgeneratorfunction(candidate):
@@ -44,24 +61,28 @@ def refuse_async(function: Callable[..., Any], what: str) -> None:
             raise TypeError(msg)
 
 
-def handler_shape(handler: Callable[..., Any]) -> HandlerShape:
-    """Inspect ``handler`` (cached when it is hashable); raises ``TypeError`` when it is async or a generator."""
+def _candidates(function: Callable[..., Any]) -> tuple[Any, ...]:
+    return (function, getattr(function, "__call__", None))  # noqa: B004 - a callable object's method
+
+
+def handler_shape(handler: Callable[..., Any], *, async_ok: bool = False) -> HandlerShape:
+    """Inspect ``handler`` (cached when it is hashable); raises ``TypeError`` as :func:`refuse_unrunnable` does."""
     try:
         hash(handler)
     except TypeError:  # an unhashable callable object: inspected on every batch
-        return _shape(handler)
-    return _cached_shape(handler)
+        return _shape(handler, async_ok=async_ok)
+    return _cached_shape(handler, async_ok=async_ok)
 
 
 @functools.lru_cache(maxsize=64)
-def _cached_shape(handler: Callable[..., Any]) -> HandlerShape:
-    return _shape(handler)
+def _cached_shape(handler: Callable[..., Any], *, async_ok: bool) -> HandlerShape:
+    return _shape(handler, async_ok=async_ok)
 
 
-def _shape(handler: Callable[..., Any]) -> HandlerShape:
-    import inspect  # noqa: PLC0415 - see refuse_async
+def _shape(handler: Callable[..., Any], *, async_ok: bool) -> HandlerShape:
+    import inspect  # noqa: PLC0415 - see is_async
 
-    refuse_async(handler, "record handler")
+    refuse_unrunnable(handler, "record handler", async_ok=async_ok)
     try:
         params = list(inspect.signature(handler).parameters.values())
     except (TypeError, ValueError):

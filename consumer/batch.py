@@ -17,7 +17,7 @@ from consumer._batch_run import BatchRun, Item, Outcome, RunSettings
 from consumer._context import Invocation, system_clock
 from consumer._handlers import handler_shape
 from consumer.event_sources import EventType, item_identifier, ordering_key, parse_record, resolve_event_type
-from persistence import IdempotencyError
+from persistence import IdempotencyError, is_async_store
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from consumer._context import Clock, LambdaContext
     from consumer.config import IdempotencyConfig
-    from persistence import PersistenceLayer
+    from persistence import AsyncPersistenceLayer, PersistenceLayer
 
 logger = logging.getLogger("idempotent_consumer")
 _ERRORS_SHOWN = 3  # causes named in a BatchProcessingError's message (all are in .errors)
@@ -91,7 +91,91 @@ class _Batch:
     summary: BatchSummary
 
 
-class BatchProcessor:
+class _Processor:
+    """What both processors share: settings, the per-call summary, parsing the event and building the response."""
+
+    def __init__(
+        self,
+        event_type: EventType,
+        *,
+        store: PersistenceLayer | AsyncPersistenceLayer,
+        config: IdempotencyConfig | None,
+        workers: int,
+        deadline_margin_ms: int,
+        stop_on_first_failure: bool,
+        skip_group_on_error: bool,
+        raise_on_entire_batch_failure: bool,
+        clock: Clock,
+    ) -> None:
+        if deadline_margin_ms < 0:
+            raise ValueError(f"deadline_margin_ms must not be negative, got {deadline_margin_ms}")
+        self.event_type = event_type
+        self.raise_on_entire_batch_failure = raise_on_entire_batch_failure
+        self._settings = RunSettings(
+            event_type,
+            store,
+            config,
+            clock,
+            workers,
+            deadline_margin_ms,
+            stop_on_first_failure,
+            skip_group_on_error,
+        )
+        self._last: contextvars.ContextVar[_Batch | None] = contextvars.ContextVar(
+            f"idempotent_consumer_batch_{id(self)}", default=None
+        )
+
+    @property
+    def summary(self) -> BatchSummary | None:
+        """What the last batch processed by this thread (or task) did; ``None`` before the first."""
+        last = self._last.get()
+        return None if last is None else last.summary
+
+    @property
+    def items(self) -> list[Item]:
+        """The records of the last batch processed by this thread (or task), with their outcomes."""
+        last = self._last.get()
+        return [] if last is None else last.items
+
+    def _start(
+        self, event: BatchEvent, record_handler: Callable[..., Any], *, async_ok: bool
+    ) -> tuple[RunSettings, str, list[Item]]:
+        """Check the handler and parse the event: the run's settings, how it gets the guard, and the items."""
+        self._last.set(None)  # an invocation that raises leaves no summary of an earlier batch behind
+        shape = handler_shape(record_handler, async_ok=async_ok)
+        event_type = resolve_event_type(self.event_type, _records_of(event))
+        items = _parse(event_type, _records_of(event))
+        return dataclasses.replace(self._settings, event_type=event_type), shape.guard_passing, items
+
+    def _finish(self, event_type: EventType, items: list[Item], started: float) -> PartialBatchResponse:
+        """Build the partial batch response, keep and log the summary, raise if every record failed."""
+        failures = [i for i in items if i.outcome is None or not i.outcome.succeeded]
+        response: PartialBatchResponse = {"batchItemFailures": [{"itemIdentifier": i.item_id} for i in failures]}
+        summary = _summarize(event_type, items, (time.perf_counter() - started) * 1000)
+        self._last.set(_Batch(items, summary))
+        self._log(summary, failures)
+        if failures and len(failures) == len(items) and self.raise_on_entire_batch_failure:
+            errors = [(i.item_id, i.error or RuntimeError(f"not run: {i.outcome}")) for i in failures]
+            raise BatchProcessingError(errors, response)
+        return response
+
+    def _log(self, summary: BatchSummary, failures: list[Item]) -> None:
+        if not logger.isEnabledFor(logging.WARNING):
+            return
+        for item in failures:
+            if item.error is not None:
+                logger.warning("record %s failed: %r", item.item_id, item.error)
+        if summary.deferred:
+            logger.warning(
+                "deferred %d records: less than %d ms left before the Lambda deadline",
+                summary.deferred,
+                self._settings.deadline_margin_ms,
+            )
+        if logger.isEnabledFor(logging.INFO):
+            logger.info(json.dumps({"message": "batch processed", **asdict(summary)}))
+
+
+class BatchProcessor(_Processor):
     """Runs each record of a batch inside its own :class:`IdempotencyGuard` and reports the failures.
 
     A duplicate (``AlreadyProcessed`` from the record's own guard) counts as success. Any other exception,
@@ -101,6 +185,7 @@ class BatchProcessor:
 
     One processor may serve several threads at once: ``process`` keeps its state in the call, and
     ``summary`` / ``items`` are those of the last batch processed by the calling thread (or task).
+    For ``async def`` record handlers, use :class:`~consumer.AsyncBatchProcessor`.
 
     Example:
         >>> from persistence import InMemoryPersistenceLayer
@@ -143,37 +228,21 @@ class BatchProcessor:
         """
         if max_workers < 1:
             raise ValueError(f"max_workers must be at least 1, got {max_workers}")
-        if deadline_margin_ms < 0:
-            raise ValueError(f"deadline_margin_ms must not be negative, got {deadline_margin_ms}")
-        self.event_type = event_type
-        self.raise_on_entire_batch_failure = raise_on_entire_batch_failure
-        self._settings = RunSettings(
+        if is_async_store(store):
+            raise TypeError(f"{type(store).__name__} is an async store: use AsyncBatchProcessor")
+        super().__init__(
             event_type,
-            store,
-            config,
-            clock,
-            max_workers,
-            deadline_margin_ms,
-            stop_on_first_failure,
-            skip_group_on_error,
-        )
-        self._last: contextvars.ContextVar[_Batch | None] = contextvars.ContextVar(
-            f"idempotent_consumer_batch_{id(self)}", default=None
+            store=store,
+            config=config,
+            workers=max_workers,
+            deadline_margin_ms=deadline_margin_ms,
+            stop_on_first_failure=stop_on_first_failure,
+            skip_group_on_error=skip_group_on_error,
+            raise_on_entire_batch_failure=raise_on_entire_batch_failure,
+            clock=clock,
         )
         self._pool: ThreadPoolExecutor | None = None  # made on first use, kept for warm invocations
         self._pool_lock = threading.Lock()
-
-    @property
-    def summary(self) -> BatchSummary | None:
-        """What the last batch processed by this thread (or task) did; ``None`` before the first."""
-        last = self._last.get()
-        return None if last is None else last.summary
-
-    @property
-    def items(self) -> list[Item]:
-        """The records of the last batch processed by this thread (or task), with their outcomes."""
-        last = self._last.get()
-        return [] if last is None else last.items
 
     def process(
         self, event: BatchEvent, record_handler: Callable[..., Any], context: LambdaContext | None = None
@@ -186,22 +255,10 @@ class BatchProcessor:
             TypeError: ``record_handler`` is ``async def`` or a generator function (nothing is run).
         """
         started = time.perf_counter()
-        self._last.set(None)  # an invocation that raises leaves no summary of an earlier batch behind
-        shape = handler_shape(record_handler)
-        event_type = resolve_event_type(self.event_type, _records_of(event))
-        items = _parse(event_type, _records_of(event))
-        settings = dataclasses.replace(self._settings, event_type=event_type)
+        settings, guard_passing, items = self._start(event, record_handler, async_ok=False)
         with Invocation(context):
-            BatchRun(settings, record_handler, shape.guard_passing, context, items, self._workers()).run()
-        failures = [i for i in items if i.outcome is None or not i.outcome.succeeded]
-        response: PartialBatchResponse = {"batchItemFailures": [{"itemIdentifier": i.item_id} for i in failures]}
-        summary = _summarize(event_type, items, (time.perf_counter() - started) * 1000)
-        self._last.set(_Batch(items, summary))
-        self._log(summary, failures)
-        if failures and len(failures) == len(items) and self.raise_on_entire_batch_failure:
-            errors = [(i.item_id, i.error or RuntimeError(f"not run: {i.outcome}")) for i in failures]
-            raise BatchProcessingError(errors, response)
-        return response
+            BatchRun(settings, record_handler, guard_passing, context, items, self._workers()).run()
+        return self._finish(settings.event_type, items, started)
 
     def _workers(self) -> ThreadPoolExecutor | None:
         if self._settings.max_workers > 1 and self._pool is None:
@@ -211,21 +268,6 @@ class BatchProcessor:
                         self._settings.max_workers, thread_name_prefix="idempotent-consumer"
                     )
         return self._pool
-
-    def _log(self, summary: BatchSummary, failures: list[Item]) -> None:
-        if not logger.isEnabledFor(logging.WARNING):
-            return
-        for item in failures:
-            if item.error is not None:
-                logger.warning("record %s failed: %r", item.item_id, item.error)
-        if summary.deferred:
-            logger.warning(
-                "deferred %d records: less than %d ms left before the Lambda deadline",
-                summary.deferred,
-                self._settings.deadline_margin_ms,
-            )
-        if logger.isEnabledFor(logging.INFO):
-            logger.info(json.dumps({"message": "batch processed", **asdict(summary)}))
 
 
 def _summarize(event_type: EventType, items: list[Item], duration_ms: float) -> BatchSummary:

@@ -6,11 +6,11 @@ import contextlib
 import functools
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from consumer._context import Invocation, system_clock
 from consumer._errors import AlreadyProcessed
-from consumer._handlers import refuse_async
+from consumer._handlers import is_async, refuse_unrunnable
 from consumer.config import IdempotencyConfig
 from consumer.guard import IdempotencyGuard
 
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from persistence import PersistenceLayer
 
 R = TypeVar("R")
+P = ParamSpec("P")
 Handler = TypeVar("Handler", bound="Callable[[Any, Any], Any]")
 
 
@@ -38,9 +39,12 @@ def idempotent(
         config: Key selection and timings.
         clock: Epoch seconds.
 
+    An ``async def`` handler stays async: the guard is entered with ``async with`` and the handler awaited
+    inside the lock.
+
     Raises:
-        TypeError: When decorating an ``async def`` or generator function (not supported yet: its result
-            would be committed without the body running).
+        TypeError: When decorating a generator or async generator function (calling it runs nothing, so its
+            "result" would be committed without the body running).
 
     Example:
         >>> from persistence import InMemoryPersistenceLayer
@@ -53,19 +57,32 @@ def idempotent(
     """
 
     def decorate(handler: Handler) -> Handler:
-        refuse_async(handler, "@idempotent handler")
+        refuse_unrunnable(handler, "@idempotent handler", async_ok=True)
+
+        def guard(event: Any, context: LambdaContext | None) -> IdempotencyGuard:
+            return IdempotencyGuard(event, store=store, config=config, context=context, clock=clock)
+
+        @functools.wraps(handler)
+        async def async_wrapper(event: Any, context: LambdaContext | None) -> Any:
+            with Invocation(context):
+                try:
+                    async with guard(event, context) as g:
+                        g.result = await handler(event, context)
+                except AlreadyProcessed as done:  # our own guard's: a nested one's is a NestedReplayError
+                    return done.response
+                return g.result
 
         @functools.wraps(handler)
         def wrapper(event: Any, context: LambdaContext | None) -> Any:
             with Invocation(context):
                 try:
-                    with IdempotencyGuard(event, store=store, config=config, context=context, clock=clock) as guard:
-                        guard.result = handler(event, context)
+                    with guard(event, context) as g:
+                        g.result = handler(event, context)
                 except AlreadyProcessed as done:  # our own guard's: a nested one's is a NestedReplayError
                     return done.response
-                return guard.result
+                return g.result
 
-        return wrapper  # type: ignore[return-value]
+        return async_wrapper if is_async(handler) else wrapper  # type: ignore[return-value]
 
     return decorate
 
@@ -111,8 +128,8 @@ def idempotent_function(
     config: IdempotencyConfig | None = None,
     clock: Clock = system_clock,
     name: str | None = None,
-) -> Callable[[Callable[..., R]], Callable[..., R]]:
-    """Make any function idempotent on one of its keyword arguments.
+) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Make any function idempotent on one of its keyword arguments; an ``async def`` stays async.
 
     The key prefix includes the function's module and qualified name, so two functions given the same
     data do not share records. A duplicate returns the stored result (see the README's "Guarantees and
@@ -129,10 +146,12 @@ def idempotent_function(
         name: What the function's records are filed under; defaults to its module and qualified name. Needed
             for a lambda, a partial or a callable object, and to tell apart functions one factory makes.
 
+    An ``async def`` function is awaited inside the lock (``async with`` the guard), and the decorated
+    function is a coroutine function again, so ``await charge(order=...)`` type-checks as before.
+
     Raises:
-        TypeError: When decorating an ``async def`` or generator function (not supported yet), a function
-            without a name of its own and no ``name``, or a function whose name another live decorated
-            function already has.
+        TypeError: When decorating a generator or async generator function, a function without a name of its
+            own and no ``name``, or a function whose name another live decorated function already has.
 
     Example:
         >>> from persistence import InMemoryPersistenceLayer
@@ -146,25 +165,37 @@ def idempotent_function(
     """
     resolved = config or IdempotencyConfig()
 
-    def decorate(function: Callable[..., R]) -> Callable[..., R]:
-        refuse_async(function, "@idempotent_function")
+    def decorate(function: Callable[P, R]) -> Callable[P, R]:
+        refuse_unrunnable(function, "@idempotent_function", async_ok=True)
         resolved_name = _function_name(function, name)
         _claim(resolved_name, function)
+        prefix = f"{resolved.prefix}.{resolved_name}"
 
-        @functools.wraps(function)
-        def wrapper(*args: Any, **kwargs: Any) -> R:
+        def guard(kwargs: dict[str, Any]) -> IdempotencyGuard:
             if data_keyword_argument not in kwargs:
                 msg = f"{resolved_name} is idempotent on {data_keyword_argument!r}: pass it as a keyword argument"
                 raise TypeError(msg)
-            prefix = f"{resolved.prefix}.{resolved_name}"
             data = kwargs[data_keyword_argument]
+            return IdempotencyGuard(data, store=store, config=resolved, clock=clock, key_prefix=prefix)
+
+        @functools.wraps(function)
+        async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
             try:
-                with IdempotencyGuard(data, store=store, config=resolved, clock=clock, key_prefix=prefix) as guard:
-                    guard.result = function(*args, **kwargs)
+                async with guard(kwargs) as g:
+                    g.result = await function(*args, **kwargs)  # type: ignore[misc]  # is_async: a coroutine
+            except AlreadyProcessed as done:  # our own guard's: a nested one's is a NestedReplayError
+                return done.response
+            return g.result
+
+        @functools.wraps(function)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            try:
+                with guard(kwargs) as g:
+                    g.result = function(*args, **kwargs)
             except AlreadyProcessed as done:  # our own guard's: a nested one's is a NestedReplayError
                 return done.response  # type: ignore[no-any-return]
-            return guard.result  # type: ignore[no-any-return]
+            return g.result  # type: ignore[no-any-return]
 
-        return wrapper
+        return async_wrapper if is_async(function) else wrapper  # type: ignore[return-value]
 
     return decorate

@@ -178,6 +178,13 @@ def as_async_store(
     if is_async_store(store):
         return store  # type: ignore[return-value]  # checked just above
     sync: PersistenceLayer = store  # type: ignore[assignment]  # the other member of the union
+    if max_threads is None:  # the per-record path: no lock once the adapter exists
+        try:
+            known = _adapters.get(sync)
+        except TypeError:
+            known = None
+        if known is not None:
+            return known
     with _adapters_lock:
         try:
             adapter = _adapters.get(sync)

@@ -1,0 +1,125 @@
+"""One invocation's run over a batch with asyncio: the sync run's rules, records as tasks, and the deadline.
+
+The scheduling rules (ordering groups, what is skipped or deferred, FIFO and stream failure rules) are
+:class:`~consumer._batch_run.BatchRun`'s own; this module adds only how records are started (a fixed set of
+worker tasks taking groups in batch order, ``max_concurrency`` of them) and one thing a thread cannot do: at
+the deadline margin, the bodies still running are cancelled, so they release their locks and are reported
+failed, and the invocation returns its partial response instead of timing out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from consumer._async import settle
+from consumer._batch_run import BatchRun, Item, Outcome
+from consumer._handlers import NO_GUARD
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+
+@dataclass
+class AsyncBatchRun(BatchRun):
+    """Runs the items of one batch as asyncio tasks, at most ``settings.max_workers`` records at once."""
+
+    cancel_at_deadline: bool = True
+    _past_deadline: bool = False
+    _aborting: bool = False
+    _deadline_cancels: set[asyncio.Task[Any]] = field(default_factory=set)
+
+    async def arun(self) -> None:
+        """Run every item; records sharing an ordering key run one after another, in order.
+
+        With ``max_workers`` 1 the records run in batch order, as the sync processor runs them.
+        """
+        queue = collections.deque([self.items] if self.settings.max_workers == 1 else self.groups())
+        workers = [asyncio.ensure_future(self._work(queue)) for _ in range(min(self.settings.max_workers, len(queue)))]
+        timer = self._deadline_timer(workers)
+        try:
+            await self._all_finished(workers)
+        finally:
+            if timer is not None:
+                timer.cancel()
+        self._settle_unreached()
+        for worker in workers:  # a BaseException of a handler (KeyboardInterrupt, SystemExit) fails the invocation
+            if not worker.cancelled() and worker.exception() is not None:
+                raise worker.exception()  # type: ignore[misc]  # checked just above
+
+    async def _all_finished(self, workers: list[asyncio.Task[None]]) -> None:
+        try:
+            await asyncio.wait(workers)
+        except asyncio.CancelledError:
+            # The invocation itself is cancelled: every record still running releases its lock before it ends.
+            self._aborting = True
+            for worker in workers:
+                worker.cancel()
+            await settle(asyncio.wait(workers))
+            raise
+
+    async def _work(self, queue: collections.deque[list[Item]]) -> None:
+        while queue:
+            for item in queue.popleft():
+                await self._arun_item(item)
+
+    def _blocked(self, item: Item) -> Outcome | None:
+        blocked = super()._blocked(item)
+        if blocked is None and self._past_deadline:
+            return Outcome.DEFERRED  # the timer fired: whatever the context's clock says by now
+        return blocked
+
+    async def _arun_item(self, item: Item) -> None:
+        if self._skipped(item):
+            return
+        try:
+            async with self._guard(item) as g:
+                result = self.handler(item.record) if self.guard_passing == NO_GUARD else self._call(item.record, g)
+                if hasattr(type(result), "__await__"):  # an async handler (a plain def may return an awaitable too)
+                    result = await result
+                if result is not None or g.result is None:  # a handler may set guard.result and return None
+                    g.result = result
+            self._succeeded(item, g)
+        except Exception as e:  # noqa: BLE001 - any failure of one record is reported, never raised
+            self._failed(item, e)
+        except asyncio.CancelledError as e:
+            if self._aborting:
+                raise
+            self._cancelled(item, e)
+
+    def _cancelled(self, item: Item, cancelled: asyncio.CancelledError) -> None:
+        """A record's task was cancelled in its body: by the deadline timer, or the body raised it itself."""
+        task = asyncio.current_task()
+        if task in self._deadline_cancels:
+            self._deadline_cancels.discard(task)
+            if hasattr(task, "uncancel"):  # Python 3.11+: the task carries on with the records after it
+                task.uncancel()
+            error = TimeoutError(
+                f"record {item.item_id} was cancelled: less than {self.settings.deadline_margin_ms} ms were left "
+                "before the Lambda deadline (its lock was released; it is redelivered)"
+            )
+            error.__cause__ = cancelled
+            self._fail(item, Outcome.FAILED, error)
+        else:
+            self._fail(item, Outcome.FAILED, cancelled)
+
+    def _deadline_timer(self, workers: list[asyncio.Task[None]]) -> asyncio.TimerHandle | None:
+        if self.context is None or not self.cancel_at_deadline:
+            return None
+        left_ms = self.context.get_remaining_time_in_millis() - self.settings.deadline_margin_ms
+        return asyncio.get_running_loop().call_later(max(0, left_ms) / 1000, self._deadline, workers)
+
+    def _deadline(self, workers: Iterable[asyncio.Task[None]]) -> None:
+        self._past_deadline = True
+        for worker in workers:
+            if not worker.done():
+                self._deadline_cancels.add(worker)
+                worker.cancel()
+
+    def _settle_unreached(self) -> None:
+        # A worker cancelled by the deadline between two records never reached the rest of its groups.
+        for item in self.items:
+            if item.outcome is None:
+                self._fail(item, Outcome.DEFERRED, None)

@@ -1,0 +1,150 @@
+"""Partial batch responses for ``async def`` record handlers: each record in its own guard, as an asyncio task."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from consumer._async_batch_run import AsyncBatchRun
+from consumer._context import Invocation, system_clock
+from consumer.batch import _Processor
+from persistence import as_async_store
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from consumer._context import Clock, LambdaContext
+    from consumer.batch import BatchEvent, PartialBatchResponse
+    from consumer.config import IdempotencyConfig
+    from consumer.event_sources import EventType
+    from persistence import AsyncPersistenceLayer, PersistenceLayer
+
+#: Records run at once unless told otherwise: a whole default SQS batch.
+DEFAULT_MAX_CONCURRENCY = 10
+
+
+class AsyncBatchProcessor(_Processor):
+    """:class:`~consumer.BatchProcessor` for ``async def`` record handlers: the same rules, records as tasks.
+
+    Records run as asyncio tasks, at most ``max_concurrency`` at once; records sharing an ordering key (FIFO
+    group, Kinesis partition key, DynamoDB item key, or the same record id) still run one after another, in
+    batch order. Everything else is the sync processor's: the deadline margin, the FIFO and stream failure
+    rules, ``stop_on_first_failure``, ``raise_on_entire_batch_failure``, the summary and its log line.
+
+    The store is reached without blocking the event loop (:func:`persistence.as_async_store`): the in-memory
+    store on the loop, a sync store such as DynamoDB or SQLite in a thread pool with a thread for each record
+    that may run at once, a native async store awaited.
+
+    One thing a thread pool cannot do: when only ``deadline_margin_ms`` is left before the Lambda deadline,
+    the bodies still running are cancelled (``cancel_at_deadline``). Each releases its lock, is reported
+    failed with a ``TimeoutError``, and the invocation returns its partial response instead of timing out.
+
+    Example:
+        >>> import asyncio
+        >>> from persistence import InMemoryPersistenceLayer
+        >>> from consumer import EventType, async_process_partial_response
+        >>> processor = AsyncBatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer())
+        >>> async def charge(record):
+        ...     await asyncio.sleep(0)  # a downstream call
+        ...     return int(record.body)
+        >>> event = {"Records": [{"messageId": "a", "body": "1"}, {"messageId": "b", "body": "oops"}]}
+        >>> asyncio.run(async_process_partial_response(event, charge, processor))
+        {'batchItemFailures': [{'itemIdentifier': 'b'}]}
+    """
+
+    def __init__(
+        self,
+        event_type: EventType,
+        *,
+        store: PersistenceLayer | AsyncPersistenceLayer,
+        config: IdempotencyConfig | None = None,
+        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        deadline_margin_ms: int = 1000,
+        cancel_at_deadline: bool = True,
+        stop_on_first_failure: bool = False,
+        skip_group_on_error: bool = False,
+        raise_on_entire_batch_failure: bool = True,
+        clock: Clock = system_clock,
+    ) -> None:
+        """Configure the processor; reuse it across invocations.
+
+        Args:
+            event_type: The source; ``EventType.SQS`` detects FIFO queues from the ARN.
+            store: Where records live: a sync store (reached as :func:`persistence.as_async_store` says) or an
+                async one.
+            config: Key selection and timings (by default the record's own id is the key).
+            max_concurrency: Records that run at once (1: one after another, in batch order).
+            deadline_margin_ms: No record starts, or keeps running with ``cancel_at_deadline``, with less than
+                this left before the Lambda deadline; it is reported failed instead.
+            cancel_at_deadline: Cancel the bodies still running when the margin is reached (they release their
+                locks). Without it they run on, as in the sync processor, and may meet the Lambda timeout.
+            stop_on_first_failure: After any failure, report every record not yet started as failed.
+            skip_group_on_error: SQS FIFO: after a failure, fail only the rest of that message group
+                (default: the rest of the batch).
+            raise_on_entire_batch_failure: Raise ``BatchProcessingError`` when every record failed.
+            clock: Epoch seconds.
+        """
+        if max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency}")
+        super().__init__(
+            event_type,
+            store=store,
+            config=config,
+            workers=max_concurrency,
+            deadline_margin_ms=deadline_margin_ms,
+            stop_on_first_failure=stop_on_first_failure,
+            skip_group_on_error=skip_group_on_error,
+            raise_on_entire_batch_failure=raise_on_entire_batch_failure,
+            clock=clock,
+        )
+        self.cancel_at_deadline = cancel_at_deadline
+        self._store_reserved = False
+
+    async def process(
+        self, event: BatchEvent, record_handler: Callable[..., Any], context: LambdaContext | None = None
+    ) -> PartialBatchResponse:
+        """Process one invocation's batch and return its partial batch response.
+
+        The handler may be ``async def`` (awaited) or a plain ``def`` (run on the event loop).
+
+        Raises:
+            BatchEventError: The event has no ``Records`` list, or a record lacks its identifier.
+            BatchProcessingError: Every record failed (unless ``raise_on_entire_batch_failure=False``).
+            TypeError: ``record_handler`` is a generator or async generator function (nothing is run).
+            asyncio.CancelledError: The invocation was cancelled; every record still running released its lock.
+        """
+        started = time.perf_counter()
+        settings, guard_passing, items = self._start(event, record_handler, async_ok=True)
+        if not self._store_reserved:  # a store thread for each record that may run at once
+            as_async_store(settings.store, max_threads=settings.max_workers)
+            self._store_reserved = True
+        run = AsyncBatchRun(settings, record_handler, guard_passing, context, items)
+        run.cancel_at_deadline = self.cancel_at_deadline
+        with Invocation(context):
+            await run.arun()
+        return self._finish(settings.event_type, items, started)
+
+
+async def async_process_partial_response(
+    event: BatchEvent,
+    record_handler: Callable[..., Any],
+    processor: AsyncBatchProcessor,
+    context: LambdaContext | None = None,
+) -> PartialBatchResponse:
+    """Process ``event`` with ``processor`` and return ``{"batchItemFailures": [...]}`` for Lambda.
+
+    From a sync Lambda handler, run it with ``asyncio.run``:
+
+    Example:
+        >>> import asyncio
+        >>> from persistence import InMemoryPersistenceLayer
+        >>> from consumer import EventType
+        >>> processor = AsyncBatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer())
+        >>> async def record_handler(record):
+        ...     return record.body
+        >>> def handler(event, context):
+        ...     return asyncio.run(async_process_partial_response(event, record_handler, processor, context))
+        >>> handler({"Records": [{"messageId": "a", "body": "{}"}]}, None)
+        {'batchItemFailures': []}
+    """
+    return await processor.process(event, record_handler, context)
