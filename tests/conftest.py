@@ -8,6 +8,7 @@ from typing import Any
 
 import dynamodb_local
 import pytest
+from faces import FACES
 from stores import StoreFactory
 
 from persistence import DynamoDBPersistenceLayer
@@ -85,3 +86,9 @@ def counted(ddb_server) -> tuple[Any, list[str]]:
 
     client.meta.events.register("before-send.dynamodb.*", record)
     return DynamoDBPersistenceLayer(table_name=ddb_server.create_table(), boto3_client=client), sent
+
+
+@pytest.fixture(params=FACES, ids=lambda face: face.name)
+def face(request: pytest.FixtureRequest) -> Any:
+    """The sync or the async API (``tests/faces.py``): a test that takes it proves both."""
+    return request.param
