@@ -85,13 +85,13 @@ class AsyncBatchRun(BatchRun):
         except Exception as e:  # noqa: BLE001 - any failure of one record is reported, never raised
             self._failed(item, e)
         except asyncio.CancelledError as e:
-            if self._aborting:
-                raise
-            self._cancelled(item, e)
+            task = asyncio.current_task()
+            if self._aborting or (task not in self._deadline_cancels and _cancelling(task)):
+                raise  # the invocation is being cancelled (or its loop shut down): not one record's failure
+            self._cancelled(item, task, e)
 
-    def _cancelled(self, item: Item, cancelled: asyncio.CancelledError) -> None:
-        """A record's task was cancelled in its body: by the deadline timer, or the body raised it itself."""
-        task = asyncio.current_task()
+    def _cancelled(self, item: Item, task: asyncio.Task[Any] | None, cancelled: asyncio.CancelledError) -> None:
+        """A record's body was cancelled by the deadline timer, or raised ``CancelledError`` itself."""
         if task in self._deadline_cancels:
             self._deadline_cancels.discard(task)
             if hasattr(task, "uncancel"):  # Python 3.11+: the task carries on with the records after it
@@ -123,3 +123,9 @@ class AsyncBatchRun(BatchRun):
         for item in self.items:
             if item.outcome is None:
                 self._fail(item, Outcome.DEFERRED, None)
+
+
+def _cancelling(task: asyncio.Task[Any] | None) -> bool:
+    """Whether someone asked ``task`` to cancel (Python 3.11+ can tell; before it, only our own flags can)."""
+    cancelling = getattr(task, "cancelling", None)
+    return cancelling is not None and cancelling() > 0

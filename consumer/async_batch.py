@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from consumer._async_batch_run import AsyncBatchRun
 from consumer._context import Invocation, system_clock
-from consumer.batch import _Processor
+from consumer.batch import _Batch, _Processor
 from persistence import as_async_store
 
 if TYPE_CHECKING:
@@ -34,6 +34,9 @@ class AsyncBatchProcessor(_Processor):
     The store is reached without blocking the event loop (:func:`persistence.as_async_store`): the in-memory
     store on the loop, a sync store such as DynamoDB or SQLite in a thread pool with a thread for each record
     that may run at once, a native async store awaited.
+
+    ``summary`` and ``items`` are those of the calling task's last batch, or, read where no batch was processed
+    (after ``asyncio.run``, which runs in a copy of the caller's context), of the processor's latest batch.
 
     One thing a thread pool cannot do: when only ``deadline_margin_ms`` is left before the Lambda deadline,
     the bodies still running are cancelled (``cancel_at_deadline``). Each releases its lock, is reported
@@ -99,6 +102,10 @@ class AsyncBatchProcessor(_Processor):
         )
         self.cancel_at_deadline = cancel_at_deadline
         self._store_reserved = False
+
+    def _keep(self, batch: _Batch | None) -> None:
+        super()._keep(batch)
+        self._latest = batch  # read by code outside the task that processed it (after asyncio.run)
 
     async def process(
         self, event: BatchEvent, record_handler: Callable[..., Any], context: LambdaContext | None = None

@@ -122,26 +122,32 @@ class _Processor:
             skip_group_on_error,
         )
         self._last: contextvars.ContextVar[_Batch | None] = contextvars.ContextVar(
-            f"idempotent_consumer_batch_{id(self)}", default=None
+            f"idempotent_consumer_batch_{id(self)}"
         )
+        # Where no batch was processed in the reader's own context: the async processor keeps its latest here,
+        # since asyncio.run() processes in a copy of the caller's context; the sync one never sets it.
+        self._latest: _Batch | None = None
 
     @property
     def summary(self) -> BatchSummary | None:
         """What the last batch processed by this thread (or task) did; ``None`` before the first."""
-        last = self._last.get()
+        last = self._last.get(self._latest)
         return None if last is None else last.summary
 
     @property
     def items(self) -> list[Item]:
         """The records of the last batch processed by this thread (or task), with their outcomes."""
-        last = self._last.get()
+        last = self._last.get(self._latest)
         return [] if last is None else last.items
+
+    def _keep(self, batch: _Batch | None) -> None:
+        self._last.set(batch)
 
     def _start(
         self, event: BatchEvent, record_handler: Callable[..., Any], *, async_ok: bool
     ) -> tuple[RunSettings, str, list[Item]]:
         """Check the handler and parse the event: the run's settings, how it gets the guard, and the items."""
-        self._last.set(None)  # an invocation that raises leaves no summary of an earlier batch behind
+        self._keep(None)  # an invocation that raises leaves no summary of an earlier batch behind
         shape = handler_shape(record_handler, async_ok=async_ok)
         event_type = resolve_event_type(self.event_type, _records_of(event))
         items = _parse(event_type, _records_of(event))
@@ -152,7 +158,7 @@ class _Processor:
         failures = [i for i in items if i.outcome is None or not i.outcome.succeeded]
         response: PartialBatchResponse = {"batchItemFailures": [{"itemIdentifier": i.item_id} for i in failures]}
         summary = _summarize(event_type, items, (time.perf_counter() - started) * 1000)
-        self._last.set(_Batch(items, summary))
+        self._keep(_Batch(items, summary))
         self._log(summary, failures)
         if failures and len(failures) == len(items) and self.raise_on_entire_batch_failure:
             errors = [(i.item_id, i.error or RuntimeError(f"not run: {i.outcome}")) for i in failures]

@@ -1,0 +1,384 @@
+"""The async face's own mechanics: how stores are reached, cancellation, concurrency bounds, the deadline."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+from events import failures, sqs_event, sqs_record
+from fakes import FakeContext
+
+from consumer import (
+    AlreadyProcessed,
+    AsyncBatchProcessor,
+    BatchProcessor,
+    EventType,
+    IdempotencyGuard,
+    async_process_partial_response,
+)
+from persistence import (
+    InlineStore,
+    InMemoryPersistenceLayer,
+    RecordStatus,
+    SQLitePersistenceLayer,
+    ThreadedStore,
+    as_async_store,
+    is_async_store,
+)
+
+KEYED = {"messageId": "m-1"}
+
+
+class GatedStore:
+    """A sync store whose chosen call waits, in its thread, until the test opens the gate."""
+
+    def __init__(self, inner, gated: str) -> None:
+        self.inner, self.gated = inner, gated
+        self.entered, self.gate = threading.Event(), threading.Event()
+
+    def _maybe_wait(self, name: str) -> None:
+        if name == self.gated:
+            self.entered.set()
+            assert self.gate.wait(10), "the test never opened the gate"
+
+    def acquire(self, record, now_ms):
+        self._maybe_wait("acquire")
+        return self.inner.acquire(record, now_ms)
+
+    def complete(self, record):
+        self._maybe_wait("complete")
+        self.inner.complete(record)
+
+    def release(self, key, lease):
+        self._maybe_wait("release")
+        self.inner.release(key, lease)
+
+    def get(self, key):
+        return self.inner.get(key)
+
+
+class NativeAsyncStore:
+    """A native async store over the in-memory one: awaited, never put in a thread."""
+
+    def __init__(self) -> None:
+        self.inner = InMemoryPersistenceLayer()
+        self.calls: list[str] = []
+
+    async def acquire(self, record, now_ms):
+        self.calls.append("acquire")
+        await asyncio.sleep(0)
+        return self.inner.acquire(record, now_ms)
+
+    async def complete(self, record):
+        self.calls.append("complete")
+        await asyncio.sleep(0)
+        self.inner.complete(record)
+
+    async def release(self, key, lease):
+        self.calls.append("release")
+        await asyncio.sleep(0)
+        self.inner.release(key, lease)
+
+
+# -- how a store is reached ------------------------------------------------------------------------------
+
+
+def test_a_non_blocking_store_is_called_on_the_loop_and_a_blocking_one_in_threads(tmp_path):
+    memory, sqlite = InMemoryPersistenceLayer(), SQLitePersistenceLayer(str(tmp_path / "s.db"))
+    assert isinstance(as_async_store(memory), InlineStore)
+    threaded = as_async_store(sqlite)
+    assert isinstance(threaded, ThreadedStore)
+    assert as_async_store(sqlite) is threaded  # one adapter (and one pool) per store
+    native = NativeAsyncStore()
+    assert as_async_store(native) is native
+    assert is_async_store(native)
+    assert not is_async_store(memory)
+
+
+def test_reserving_threads_raises_the_bound_and_never_lowers_it(tmp_path):
+    adapter = ThreadedStore(SQLitePersistenceLayer(str(tmp_path / "s.db")), max_threads=4)
+    adapter.reserve(2)
+    assert adapter.max_threads == 4
+    adapter.reserve(100)
+    assert adapter.max_threads == 100
+    with pytest.raises(ValueError, match="at least 1"):
+        ThreadedStore(adapter.store, max_threads=0)
+
+
+def test_store_calls_of_a_blocking_store_run_off_the_event_loop(tmp_path):
+    threads = []
+
+    class Recording(SQLitePersistenceLayer):
+        def acquire(self, record, now_ms):
+            threads.append(threading.current_thread())
+            return super().acquire(record, now_ms)
+
+    async def run():
+        async with IdempotencyGuard(KEYED, store=Recording(str(tmp_path / "s.db"))) as guard:
+            guard.result = 1
+
+    asyncio.run(run())
+    assert threads
+    assert threads[0] is not threading.main_thread()
+
+
+def test_a_native_async_store_is_awaited_and_works_only_with_async_with():
+    store = NativeAsyncStore()
+
+    async def run():
+        async with IdempotencyGuard(KEYED, store=store) as guard:
+            guard.result = {"n": 1}
+        with pytest.raises(AlreadyProcessed) as done:
+            async with IdempotencyGuard(KEYED, store=store):
+                pytest.fail("the body ran twice")
+        return done.value.response
+
+    assert asyncio.run(run()) == {"n": 1}
+    assert store.calls == ["acquire", "complete", "acquire"]
+    with pytest.raises(TypeError, match="async store: use `async with"), IdempotencyGuard(KEYED, store=store):
+        pytest.fail("the body ran")
+    with pytest.raises(TypeError, match="async store: use AsyncBatchProcessor"):
+        BatchProcessor(EventType.SQS, store=store)
+
+
+def test_the_async_processor_runs_on_a_native_async_store():
+    store = NativeAsyncStore()
+    processor = AsyncBatchProcessor(EventType.SQS, store=store)
+
+    async def handler(record):
+        return record.message_id
+
+    event = sqs_event(sqs_record("a", 1), sqs_record("b", 2))
+    assert failures(asyncio.run(async_process_partial_response(event, handler, processor))) == []
+    asyncio.run(async_process_partial_response(event, handler, processor))
+    assert (processor.summary.processed, processor.summary.replayed) == (0, 2)
+
+
+# -- cancellation in the guard ---------------------------------------------------------------------------
+
+
+async def _cancel_when(entered: threading.Event, task: asyncio.Task) -> None:
+    assert await asyncio.to_thread(entered.wait, 10)
+    task.cancel()
+
+
+@pytest.mark.parametrize("call", ["acquire", "complete", "release"])
+def test_a_cancellation_during_a_store_call_waits_for_its_answer(tmp_path, call):
+    """Cancelled while acquiring: the lock taken is released and the body never runs. Cancelled while
+    committing: the commit lands (the body ran). Cancelled while releasing: the release lands."""
+    store = GatedStore(SQLitePersistenceLayer(str(tmp_path / "s.db")), call)
+    ran = []
+
+    async def guarded():
+        async with IdempotencyGuard(KEYED, store=store) as guard:
+            ran.append(guard.key)
+            if call == "release":
+                raise ValueError("the body failed")
+            guard.result = "done"
+
+    async def run():
+        task = asyncio.ensure_future(guarded())
+        canceller = asyncio.ensure_future(_cancel_when(store.entered, task))
+        await canceller
+        await asyncio.sleep(0.05)  # the task is now cancelled, waiting for the store's answer
+        assert not task.done()
+        store.gate.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(run())
+    stored = [store.get(key) for key in ran] or [None]
+    if call == "acquire":
+        assert ran == []  # the body never ran
+        assert list(store.inner.scan()) == []  # and the lock it took was released
+    elif call == "complete":
+        assert stored[0].status is RecordStatus.COMPLETE
+    else:
+        assert stored == [None]
+
+
+def test_a_body_cancelled_by_a_timeout_is_released_not_committed(tmp_path):
+    store = SQLitePersistenceLayer(str(tmp_path / "s.db"))
+
+    async def run():
+        async with IdempotencyGuard(KEYED, store=store) as guard:
+            guard.result = "never stored"
+            await asyncio.sleep(10)
+
+    async def with_timeout():
+        await asyncio.wait_for(run(), 0.05)
+
+    with pytest.raises(asyncio.TimeoutError):
+        asyncio.run(with_timeout())
+    assert list(store.scan()) == []
+
+
+# -- the processor ---------------------------------------------------------------------------------------
+
+
+def _concurrency_probe():
+    state = {"now": 0, "peak": 0, "order": []}
+
+    async def handler(record):
+        state["now"] += 1
+        state["peak"] = max(state["peak"], state["now"])
+        await asyncio.sleep(0.001)
+        state["order"].append(record.message_id)
+        state["now"] -= 1
+
+    return state, handler
+
+
+@pytest.mark.parametrize("limit", [1, 3, 50])
+def test_max_concurrency_bounds_the_records_running_at_once(limit):
+    state, handler = _concurrency_probe()
+    processor = AsyncBatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer(), max_concurrency=limit)
+    event = sqs_event(*(sqs_record(f"m{i}", i) for i in range(20)))
+    asyncio.run(async_process_partial_response(event, handler, processor))
+    assert state["peak"] == min(limit, 20)
+    if limit == 1:
+        assert state["order"] == [f"m{i}" for i in range(20)]  # batch order, as the sync processor runs them
+
+
+def test_a_plain_def_handler_and_one_returning_an_awaitable_both_work():
+    processor = AsyncBatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer())
+    event = sqs_event(sqs_record("a", 1))
+
+    async def later(record):
+        return {"later": record.message_id}
+
+    asyncio.run(async_process_partial_response(event, lambda record: {"now": record.message_id}, processor))
+    assert processor.items[0].result == {"now": "a"}
+    event = sqs_event(sqs_record("b", 1))
+    asyncio.run(async_process_partial_response(event, lambda record: later(record), processor))  # noqa: PLW0108
+    assert processor.items[0].result == {"later": "b"}
+
+
+def test_generator_handlers_are_refused_before_any_record_runs():
+    store = InMemoryPersistenceLayer()
+
+    async def agen(record):
+        yield record
+
+    with pytest.raises(TypeError, match="async generator function"):
+        asyncio.run(
+            async_process_partial_response(
+                sqs_event(sqs_record("a", 1)), agen, AsyncBatchProcessor(EventType.SQS, store=store)
+            )
+        )
+    assert list(store.scan()) == []
+    with pytest.raises(ValueError, match="max_concurrency must be at least 1"):
+        AsyncBatchProcessor(EventType.SQS, store=store, max_concurrency=0)
+
+
+def test_bodies_running_at_the_deadline_margin_are_cancelled_released_and_reported():
+    store = InMemoryPersistenceLayer()
+    started = []
+
+    async def handler(record):
+        started.append(record.message_id)
+        await asyncio.sleep(0 if record.message_id == "fast" else 10)
+
+    processor = AsyncBatchProcessor(EventType.SQS, store=store, max_concurrency=1, deadline_margin_ms=1000)
+    event = sqs_event(sqs_record("fast", 1), sqs_record("slow", 2), sqs_record("later", 3))
+    context = FakeContext(remaining_ms=1050)  # 50 ms until the margin
+    response = asyncio.run(async_process_partial_response(event, handler, processor, context))
+    assert failures(response) == ["slow", "later"]
+    assert started == ["fast", "slow"]
+    slow, later = processor.items[1:]
+    assert isinstance(slow.error, TimeoutError)
+    assert "less than 1000 ms" in str(slow.error)
+    assert isinstance(slow.error.__cause__, asyncio.CancelledError)
+    assert later.outcome.value == "deferred"
+    assert [r.status for r in store.scan()] == [RecordStatus.COMPLETE]  # "fast" only: "slow" was released
+
+
+def test_without_cancel_at_deadline_a_running_body_finishes():
+    async def handler(record):
+        await asyncio.sleep(0.1)
+
+    processor = AsyncBatchProcessor(
+        EventType.SQS, store=InMemoryPersistenceLayer(), deadline_margin_ms=1000, cancel_at_deadline=False
+    )
+    response = asyncio.run(
+        async_process_partial_response(sqs_event(sqs_record("a", 1)), handler, processor, FakeContext(1020))
+    )
+    assert failures(response) == []
+
+
+def test_a_cancelled_invocation_releases_every_running_lock_and_propagates(tmp_path):
+    store = SQLitePersistenceLayer(str(tmp_path / "s.db"))
+    entered = asyncio.Event
+
+    async def run():
+        running = entered()
+
+        async def handler(record):
+            running.set()
+            await asyncio.sleep(10)
+
+        processor = AsyncBatchProcessor(EventType.SQS, store=store, max_concurrency=5)
+        event = sqs_event(*(sqs_record(f"m{i}", i) for i in range(5)))
+        task = asyncio.ensure_future(async_process_partial_response(event, handler, processor))
+        await running.wait()
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(run())
+    assert list(store.scan()) == []
+
+
+def test_a_handler_raising_cancelled_error_itself_fails_only_its_record():
+    async def handler(record):
+        if record.message_id == "b":
+            raise asyncio.CancelledError  # e.g. awaited a future someone else cancelled
+        return 1
+
+    processor = AsyncBatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer())
+    event = sqs_event(sqs_record("a", 1), sqs_record("b", 2))
+    assert failures(asyncio.run(async_process_partial_response(event, handler, processor))) == ["b"]
+
+
+class Halt(BaseException):
+    """A BaseException asyncio treats like any other (unlike KeyboardInterrupt and SystemExit)."""
+
+
+def test_a_base_exception_from_a_handler_fails_the_invocation_after_the_others_finish():
+    store = InMemoryPersistenceLayer()
+    finished = []
+
+    async def handler(record):
+        if record.message_id == "boom":
+            raise Halt
+        await asyncio.sleep(0.01)
+        finished.append(record.message_id)
+
+    processor = AsyncBatchProcessor(EventType.SQS, store=store, max_concurrency=4)
+    event = sqs_event(sqs_record("boom", 0), *(sqs_record(f"m{i}", i) for i in range(3)))
+    with pytest.raises(Halt):
+        asyncio.run(async_process_partial_response(event, handler, processor))
+    assert sorted(finished) == ["m0", "m1", "m2"]  # nobody was still running when it was raised
+    assert len([r for r in store.scan() if r.status is RecordStatus.COMPLETE]) == 3
+
+
+def test_a_keyboard_interrupt_stops_the_loop_and_every_other_record_releases_its_lock(tmp_path):
+    """asyncio lets KeyboardInterrupt out of the loop at once; asyncio.run then cancels the other records."""
+    store = SQLitePersistenceLayer(str(tmp_path / "s.db"))
+    ran = []
+
+    async def handler(record):
+        ran.append(record.message_id)
+        if record.message_id == "boom":
+            await asyncio.sleep(0.02)
+            raise KeyboardInterrupt
+        await asyncio.sleep(10)
+
+    processor = AsyncBatchProcessor(EventType.SQS, store=store, max_concurrency=4)
+    event = sqs_event(sqs_record("boom", 0), *(sqs_record(f"m{i}", i) for i in range(3)))
+    with pytest.raises(KeyboardInterrupt):
+        asyncio.run(async_process_partial_response(event, handler, processor))
+    assert sorted(ran) == ["boom", "m0", "m1", "m2"]
+    assert list(store.scan()) == []  # nothing COMPLETE, no lock left behind
