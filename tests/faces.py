@@ -4,13 +4,21 @@ A test takes the ``face`` fixture (``conftest.py``) and says ``face.process(...)
 ``face.processor(...)`` where it would have called the sync API; the async face runs the same thing through
 ``AsyncBatchProcessor`` / ``async with IdempotencyGuard`` with the handler turned into an ``async def`` that
 really suspends (``await asyncio.sleep(0)``) before it runs.
+
+Each async call runs in ``asyncio.run`` as if the test had awaited it: the context variables it sets (a
+processor's ``summary`` and ``items``) are kept afterwards. ``face.enter`` / ``face.exit`` take a guard through
+its life cycle a step at a time (a lock held across steps: conflicts, takeovers, failed releases), and
+``face.pausing`` builds a handler that lets other records run in its middle (threads sleep, tasks await).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
-from collections.abc import Callable
+import inspect
+import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from consumer import (
@@ -46,10 +54,30 @@ class SyncFace:
         """``function`` itself: the kind of function this face decorates."""
         return function
 
+    def enter(self, guard: IdempotencyGuard) -> IdempotencyGuard:
+        """``guard.__enter__()``: take the lock (or raise) and keep holding it after this returns."""
+        return guard.__enter__()
+
+    def exit(self, guard: IdempotencyGuard, exc: BaseException | None = None) -> Any:
+        """``guard.__exit__`` as a ``with`` block ending with ``exc`` (or normally) calls it; returns its value."""
+        return guard.__exit__(None if exc is None else type(exc), exc, None)
+
+    def pausing(self, first: Callable[..., Any], then: Callable[..., Any]) -> Callable[..., Any]:
+        """A handler running ``first(record)``, then 10 ms in which other threads run, then ``then(record)``."""
+
+        def handler(record: Any) -> Any:
+            first(record)
+            time.sleep(0.01)
+            return then(record)
+
+        return handler
+
 
 def as_async(function: Callable[..., Any]) -> Callable[..., Any]:
     """An ``async def`` with ``function``'s signature (so the processor passes the guard the same way) that
-    suspends once, then runs ``function``."""
+    suspends once, then runs ``function``; an ``async def`` already is returned as it is."""
+    if inspect.iscoroutinefunction(function):
+        return function
 
     @functools.wraps(function)
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -57,6 +85,20 @@ def as_async(function: Callable[..., Any]) -> Callable[..., Any]:
         return function(*args, **kwargs)
 
     return wrapper
+
+
+def awaited(call: Awaitable[Any]) -> Any:
+    """``await call`` from sync code: run it in ``asyncio.run``, then keep the context variables it set, as an
+    ``await`` in the caller's own task would have."""
+
+    async def main() -> tuple[Any, contextvars.Context]:
+        return await call, contextvars.copy_context()
+
+    result, context = asyncio.run(main())
+    for var, value in context.items():
+        if var.get(main) is not value:  # ``main``: a default no variable holds
+            var.set(value)
+    return result
 
 
 class AsyncFace:
@@ -68,7 +110,7 @@ class AsyncFace:
         return AsyncBatchProcessor(event_type, max_concurrency=max_workers, **options)
 
     def process(self, event: Any, handler: Callable[..., Any], processor: Any, context: Any = None) -> Any:
-        return asyncio.run(async_process_partial_response(event, as_async(handler), processor, context))
+        return awaited(async_process_partial_response(event, as_async(handler), processor, context))
 
     def guarded(self, data: Any, body: Callable[[IdempotencyGuard], Any], **guard_options: Any) -> Any:
         """Run ``body(guard)`` inside ``async with IdempotencyGuard(data, ...)`` after a real suspension."""
@@ -78,13 +120,31 @@ class AsyncFace:
                 await asyncio.sleep(0)
                 return body(guard)
 
-        return asyncio.run(run())
+        return awaited(run())
 
     def call(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        return asyncio.run(function(*args, **kwargs))
+        return awaited(function(*args, **kwargs))
 
     def define(self, function: Callable[..., Any]) -> Callable[..., Any]:
         return as_async(function)
+
+    def enter(self, guard: IdempotencyGuard) -> IdempotencyGuard:
+        """``await guard.__aenter__()``."""
+        return awaited(guard.__aenter__())
+
+    def exit(self, guard: IdempotencyGuard, exc: BaseException | None = None) -> Any:
+        """``await guard.__aexit__(...)``, as an ``async with`` block ending with ``exc`` awaits it."""
+        return awaited(guard.__aexit__(None if exc is None else type(exc), exc, None))
+
+    def pausing(self, first: Callable[..., Any], then: Callable[..., Any]) -> Callable[..., Any]:
+        """An ``async def`` running ``first(record)``, then awaiting (other tasks run), then ``then(record)``."""
+
+        async def handler(record: Any) -> Any:
+            first(record)
+            await asyncio.sleep(0)
+            return then(record)
+
+        return handler
 
 
 FACES = [SyncFace(), AsyncFace()]

@@ -1,5 +1,6 @@
 """Every branch of IdempotencyGuard with an injected clock, on every backend (the conftest ``store``
-fixture: in-memory, SQLite, and DynamoDB Local with simple, composite and custom-named tables)."""
+fixture: in-memory, SQLite, and DynamoDB Local with simple, composite and custom-named tables), through
+``with`` and ``async with`` alike (the ``face`` fixture, ``tests/faces.py``)."""
 
 from __future__ import annotations
 
@@ -38,240 +39,270 @@ def clock():
     return FakeClock()
 
 
-def run(record, store, clock, result="done", *, config=None, context=None, calls=None):
-    """Run a guarded body that appends to ``calls``; return the result or the replayed response."""
+def run(face, record, store, clock, result="done", *, config=None, context=None, calls=None):
+    """Run a guarded body (through ``face``) that appends to ``calls``; return the result or the replayed response."""
+
+    def body(guard):
+        if calls is not None:
+            calls.append(guard.key)
+        guard.result = result
+        return guard.result
+
     try:
-        with IdempotencyGuard(record, store=store, config=config, context=context, clock=clock) as guard:
-            if calls is not None:
-                calls.append(guard.key)
-            guard.result = result
+        return ("ran", face.guarded(record, body, store=store, config=config, context=context, clock=clock))
     except AlreadyProcessed as done:
         return ("replayed", done.response)
-    return ("ran", guard.result)
+
+
+def keep(guards, result=None):
+    """A body that keeps its guard in ``guards`` (to look at it after the block) and sets ``result``."""
+
+    def body(guard):
+        guards.append(guard)
+        guard.result = result
+
+    return body
 
 
 class TestFirstRunAndReplay:
-    def test_first_run_commits_the_result(self, store, clock):
-        with IdempotencyGuard(SQS_RECORD, store=store, clock=clock) as guard:
-            guard.result = {"charged": 30}
-        stored = store.get(guard.key)
+    def test_first_run_commits_the_result(self, face, store, clock):
+        guards = []
+        face.guarded(SQS_RECORD, keep(guards, {"charged": 30}), store=store, clock=clock)
+        stored = store.get(guards[0].key)
         assert stored.status is RecordStatus.COMPLETE
         assert stored.response == '{"charged":30}'
         assert stored.expires_at == NOW_S + 3600
 
-    def test_duplicate_does_not_run_the_body_and_replays_the_result(self, store, clock):
+    def test_duplicate_does_not_run_the_body_and_replays_the_result(self, face, store, clock):
         calls = []
-        assert run(SQS_RECORD, store, clock, {"charged": 30}, calls=calls) == ("ran", {"charged": 30})
-        assert run(SQS_RECORD, store, clock, "other", calls=calls) == ("replayed", {"charged": 30})
+        assert run(face, SQS_RECORD, store, clock, {"charged": 30}, calls=calls) == ("ran", {"charged": 30})
+        assert run(face, SQS_RECORD, store, clock, "other", calls=calls) == ("replayed", {"charged": 30})
         assert len(calls) == 1
 
     @pytest.mark.parametrize("result", [0, "", [], False, None, {}, "ü"], ids=repr)
-    def test_falsy_results_replay_exactly(self, store, clock, result):
-        run(SQS_RECORD, store, clock, result)
-        kind, replayed = run(SQS_RECORD, store, clock, "not this")
+    def test_falsy_results_replay_exactly(self, face, store, clock, result):
+        run(face, SQS_RECORD, store, clock, result)
+        kind, replayed = run(face, SQS_RECORD, store, clock, "not this")
         assert kind == "replayed"
         assert replayed == result
         assert type(replayed) is type(result)
 
-    def test_already_processed_carries_key_record_and_stored_flag(self, store, clock):
-        run(SQS_RECORD, store, clock, 5)
-        with pytest.raises(AlreadyProcessed) as caught, IdempotencyGuard(SQS_RECORD, store=store, clock=clock):
-            pass
+    def test_already_processed_carries_key_record_and_stored_flag(self, face, store, clock):
+        run(face, SQS_RECORD, store, clock, 5)
+        with pytest.raises(AlreadyProcessed) as caught:
+            face.guarded(SQS_RECORD, keep([]), store=store, clock=clock)
         assert caught.value.record.status is RecordStatus.COMPLETE
         assert caught.value.key == caught.value.record.key
         assert caught.value.response_stored is True
 
-    def test_redelivery_with_a_new_receive_count_is_still_a_duplicate(self, store, clock):
-        run(SQS_RECORD, store, clock, 1)
+    def test_redelivery_with_a_new_receive_count_is_still_a_duplicate(self, face, store, clock):
+        run(face, SQS_RECORD, store, clock, 1)
         redelivered = {**SQS_RECORD, "attributes": {"ApproximateReceiveCount": "2"}}
-        assert run(redelivered, store, clock, 2) == ("replayed", 1)
+        assert run(face, redelivered, store, clock, 2) == ("replayed", 1)
 
-    def test_response_hook_shapes_the_replayed_response(self, store, clock):
+    def test_response_hook_shapes_the_replayed_response(self, face, store, clock):
         config = IdempotencyConfig(response_hook=lambda response, record: {"replayed": response, "key": record.key})
-        run(SQS_RECORD, store, clock, 7, config=config)
-        kind, replayed = run(SQS_RECORD, store, clock, 8, config=config)
+        run(face, SQS_RECORD, store, clock, 7, config=config)
+        kind, replayed = run(face, SQS_RECORD, store, clock, 8, config=config)
         assert kind == "replayed"
         assert replayed["replayed"] == 7
         assert replayed["key"].startswith("local#")
 
-    def test_expired_complete_runs_again(self, store, clock):
+    def test_expired_complete_runs_again(self, face, store, clock):
         config = IdempotencyConfig(expires_after_seconds=60)
-        run(SQS_RECORD, store, clock, 1, config=config)
+        run(face, SQS_RECORD, store, clock, 1, config=config)
         clock.advance(60)
-        assert run(SQS_RECORD, store, clock, 2, config=config) == ("replayed", 1)
+        assert run(face, SQS_RECORD, store, clock, 2, config=config) == ("replayed", 1)
         clock.advance(1)
-        assert run(SQS_RECORD, store, clock, 3, config=config) == ("ran", 3)
+        assert run(face, SQS_RECORD, store, clock, 3, config=config) == ("ran", 3)
 
 
 class TestLocks:
-    def test_live_lock_raises_in_progress_with_the_holder(self, store, clock):
-        with IdempotencyGuard(SQS_RECORD, store=store, clock=clock) as first:
-            with pytest.raises(IdempotencyAlreadyInProgressError) as caught:
-                IdempotencyGuard(SQS_RECORD, store=store, clock=clock).__enter__()
-            assert caught.value.key == first.key
-            assert caught.value.existing_record.status is RecordStatus.IN_PROGRESS
-            first.result = "ok"
+    def test_live_lock_raises_in_progress_with_the_holder(self, face, store, clock):
+        first = face.enter(IdempotencyGuard(SQS_RECORD, store=store, clock=clock))
+        with pytest.raises(IdempotencyAlreadyInProgressError) as caught:
+            face.enter(IdempotencyGuard(SQS_RECORD, store=store, clock=clock))
+        assert caught.value.key == first.key
+        assert caught.value.existing_record.status is RecordStatus.IN_PROGRESS
+        first.result = "ok"
+        face.exit(first)
+        assert run(face, SQS_RECORD, store, clock, "x") == ("replayed", "ok")
 
-    def test_without_context_the_lock_lasts_lock_timeout_seconds(self, store, clock):
+    def test_without_context_the_lock_lasts_lock_timeout_seconds(self, face, store, clock):
         config = IdempotencyConfig(lock_timeout_seconds=45, expires_after_seconds=7200)
-        with IdempotencyGuard(SQS_RECORD, store=store, clock=clock, config=config) as guard:
-            held = store.get(guard.key)
-            assert held.in_progress_expires_at == NOW_MS + 45_000
-            assert held.expires_at == NOW_S + 7200
+        held = face.guarded(SQS_RECORD, lambda guard: store.get(guard.key), store=store, clock=clock, config=config)
+        assert held.in_progress_expires_at == NOW_MS + 45_000
+        assert held.expires_at == NOW_S + 7200
 
-    def test_with_context_the_lock_ends_at_the_lambda_deadline_plus_grace(self, store, clock):
+    def test_with_context_the_lock_ends_at_the_lambda_deadline_plus_grace(self, face, store, clock):
         config = IdempotencyConfig(lock_grace_ms=250)
-        with IdempotencyGuard(SQS_RECORD, store=store, clock=clock, config=config, context=FakeContext(9000)) as g:
-            assert store.get(g.key).in_progress_expires_at == NOW_MS + 9250
+        held = face.guarded(
+            SQS_RECORD, lambda g: store.get(g.key), store=store, clock=clock, config=config, context=FakeContext(9000)
+        )
+        assert held.in_progress_expires_at == NOW_MS + 9250
 
-    def test_timeout_then_takeover_then_the_stale_commit_is_refused(self, store, clock):
+    def test_timeout_then_takeover_then_the_stale_commit_is_refused(self, face, store, clock):
         context = FakeContext(remaining_ms=3000, clock=clock)
-        stale = IdempotencyGuard(SQS_RECORD, store=store, clock=clock, context=context)
-        stale.__enter__()
+        stale = face.enter(IdempotencyGuard(SQS_RECORD, store=store, clock=clock, context=context))
         clock.advance(4.001)  # past 3 s + 1 s grace: the invocation was killed, or so it seems
-        assert run(SQS_RECORD, store, clock, "new holder") == ("ran", "new holder")
+        assert run(face, SQS_RECORD, store, clock, "new holder") == ("ran", "new holder")
         stale.result = "stale holder"
         with pytest.raises(LockLostError) as caught:
-            stale.__exit__(None, None, None)
+            face.exit(stale)
         assert caught.value.existing_record.response == '"new holder"'
-        assert run(SQS_RECORD, store, clock, "x") == ("replayed", "new holder")
+        assert run(face, SQS_RECORD, store, clock, "x") == ("replayed", "new holder")
 
-    def test_lock_never_expires_before_the_record(self, store, clock):
+    def test_lock_never_expires_before_the_record(self, face, store, clock):
         config = IdempotencyConfig(expires_after_seconds=1)
-        with IdempotencyGuard(SQS_RECORD, store=store, clock=clock, config=config, context=FakeContext(900_000)) as g:
-            clock.advance(10)
-            with pytest.raises(IdempotencyAlreadyInProgressError):
-                IdempotencyGuard(SQS_RECORD, store=store, clock=clock, config=config).__enter__()
-            g.result = 1
+        held = face.enter(
+            IdempotencyGuard(SQS_RECORD, store=store, clock=clock, config=config, context=FakeContext(900_000))
+        )
+        clock.advance(10)
+        with pytest.raises(IdempotencyAlreadyInProgressError):
+            face.enter(IdempotencyGuard(SQS_RECORD, store=store, clock=clock, config=config))
+        held.result = 1
+        face.exit(held)
 
 
 class TestFailures:
-    def test_body_exception_releases_the_lock_and_propagates_unchanged(self, store, clock):
-        boom = RuntimeError("card declined")
-        with pytest.raises(RuntimeError) as caught, IdempotencyGuard(SQS_RECORD, store=store, clock=clock) as guard:
-            raise boom
-        assert caught.value is boom
-        assert store.get(guard.key) is None
-        assert run(SQS_RECORD, store, clock, "retried") == ("ran", "retried")
+    def test_body_exception_releases_the_lock_and_propagates_unchanged(self, face, store, clock):
+        boom, guards = RuntimeError("card declined"), []
 
-    def test_failed_release_keeps_the_body_exception_and_records_the_release_error(self, store, clock):
-        guard = IdempotencyGuard(SQS_RECORD, store=store, clock=clock, config=IdempotencyConfig(lock_timeout_seconds=1))
-        guard.__enter__()
+        def body(guard):
+            guards.append(guard)
+            raise boom
+
+        with pytest.raises(RuntimeError) as caught:
+            face.guarded(SQS_RECORD, body, store=store, clock=clock)
+        assert caught.value is boom
+        assert store.get(guards[0].key) is None
+        assert run(face, SQS_RECORD, store, clock, "retried") == ("ran", "retried")
+
+    def test_failed_release_keeps_the_body_exception_and_records_the_release_error(self, face, store, clock):
+        config = IdempotencyConfig(lock_timeout_seconds=1)
+        guard = face.enter(IdempotencyGuard(SQS_RECORD, store=store, clock=clock, config=config))
         clock.advance(2)
-        run(SQS_RECORD, store, clock, "taken over")
+        run(face, SQS_RECORD, store, clock, "taken over")
         boom = ValueError("bad order")
-        assert guard.__exit__(ValueError, boom, None) is False
+        assert face.exit(guard, boom) is False
         assert isinstance(guard.release_error, LockLostError)
         if sys.version_info >= (3, 11):  # add_note() is 3.11+
             assert "releasing" in boom.__notes__[0]
         assert store.get(guard.key).response == '"taken over"'
 
-    def test_unserializable_result_commits_without_response_and_warns(self, store, clock, caplog):
-        with IdempotencyGuard(SQS_RECORD, store=store, clock=clock) as guard:
-            guard.result = object()
+    def test_unserializable_result_commits_without_response_and_warns(self, face, store, clock, caplog):
+        guards = []
+        face.guarded(SQS_RECORD, keep(guards, object()), store=store, clock=clock)
         assert "cannot be stored" in caplog.text
-        assert store.get(guard.key).status is RecordStatus.COMPLETE
-        with pytest.raises(AlreadyProcessed) as caught, IdempotencyGuard(SQS_RECORD, store=store, clock=clock):
-            pass
+        assert store.get(guards[0].key).status is RecordStatus.COMPLETE
+        with pytest.raises(AlreadyProcessed) as caught:
+            face.guarded(SQS_RECORD, keep([]), store=store, clock=clock)
         assert caught.value.response is None
         assert caught.value.response_stored is False
 
-    def test_oversized_result_commits_without_response_and_warns(self, store, clock, caplog):
-        with IdempotencyGuard(SQS_RECORD, store=store, clock=clock) as guard:
-            guard.result = "x" * MAX_ITEM_BYTES
+    def test_oversized_result_commits_without_response_and_warns(self, face, store, clock, caplog):
+        guards = []
+        face.guarded(SQS_RECORD, keep(guards, "x" * MAX_ITEM_BYTES), store=store, clock=clock)
         assert "too large to store" in caplog.text
-        assert guard.key in caplog.text
-        stored = store.get(guard.key)
+        assert guards[0].key in caplog.text
+        stored = store.get(guards[0].key)
         assert (stored.status, stored.response) == (RecordStatus.COMPLETE, None)
-        assert run(SQS_RECORD, store, clock, "again")[0] == "replayed"
+        assert run(face, SQS_RECORD, store, clock, "again")[0] == "replayed"
 
-    def test_store_failure_on_acquire_propagates_and_the_body_does_not_run(self, clock):
+    def test_store_failure_on_acquire_propagates_and_the_body_does_not_run(self, face, clock):
         class Broken(InMemoryPersistenceLayer):
             def acquire(self, record, now_ms):  # noqa: ARG002 - the contract's signature
                 raise PersistenceLayerError("throttled", key=record.key)
 
         calls = []
         with pytest.raises(PersistenceLayerError):
-            run(SQS_RECORD, Broken(), clock, calls=calls)
+            run(face, SQS_RECORD, Broken(), clock, calls=calls)
         assert calls == []
 
-    def test_exit_never_swallows(self, store, clock):
-        guard = IdempotencyGuard(SQS_RECORD, store=store, clock=clock)
-        guard.__enter__()
-        assert guard.__exit__(KeyError, KeyError("x"), None) is False
+    def test_exit_never_swallows(self, face, store, clock):
+        guard = face.enter(IdempotencyGuard(SQS_RECORD, store=store, clock=clock))
+        assert face.exit(guard, KeyError("x")) is False
+        assert store.get(guard.key) is None
 
 
 class TestValidationAndKeys:
-    def test_same_key_different_payload_is_a_validation_error(self, store, clock):
+    def test_same_key_different_payload_is_a_validation_error(self, face, store, clock):
         config = IdempotencyConfig(
             event_key_jmespath="messageId", payload_validation_jmespath="powertools_json(body).amount"
         )
-        run(SQS_RECORD, store, clock, 1, config=config)
+        run(face, SQS_RECORD, store, clock, 1, config=config)
         tampered = {**SQS_RECORD, "body": '{"order_id": "o-1", "amount": 3000}'}
         with pytest.raises(IdempotencyValidationError) as caught:
-            run(tampered, store, clock, 2, config=config)
+            run(face, tampered, store, clock, 2, config=config)
         assert caught.value.existing_record.response == "1"
-        assert run(SQS_RECORD, store, clock, 3, config=config) == ("replayed", 1)
+        assert run(face, SQS_RECORD, store, clock, 3, config=config) == ("replayed", 1)
 
-    def test_validation_also_applies_to_local_cache_hits(self, store, clock):
+    def test_validation_also_applies_to_local_cache_hits(self, face, store, clock):
         config = IdempotencyConfig(payload_validation_jmespath="body", use_local_cache=True)
-        run(SQS_RECORD, store, clock, 1, config=config)
+        run(face, SQS_RECORD, store, clock, 1, config=config)
         with pytest.raises(IdempotencyValidationError):
-            run({**SQS_RECORD, "body": "{}"}, store, clock, 2, config=config)
+            run(face, {**SQS_RECORD, "body": "{}"}, store, clock, 2, config=config)
 
-    def test_missing_key_raises_when_configured(self, store, clock):
+    def test_missing_key_raises_when_configured(self, face, store, clock):
         config = IdempotencyConfig(event_key_jmespath="powertools_json(body).missing", raise_on_no_idempotency_key=True)
+        calls = []
         with pytest.raises(IdempotencyKeyError, match="missing"):
-            run(SQS_RECORD, store, clock, config=config)
+            run(face, SQS_RECORD, store, clock, config=config, calls=calls)
+        assert calls == []
 
-    def test_missing_key_runs_unguarded_and_warns_once_per_invocation(self, store, clock, caplog):
+    def test_missing_key_runs_unguarded_and_warns_once_per_invocation(self, face, store, clock, caplog):
         config = IdempotencyConfig(event_key_jmespath="powertools_json(body).missing")
         context, calls = FakeContext(), []
         with caplog.at_level(logging.WARNING, logger="idempotent_consumer"):
             for _ in range(3):
-                assert run(SQS_RECORD, store, clock, "r", config=config, context=context, calls=calls) == ("ran", "r")
-            run(SQS_RECORD, store, clock, "r", config=config, context=FakeContext(), calls=calls)
+                ran = run(face, SQS_RECORD, store, clock, "r", config=config, context=context, calls=calls)
+                assert ran == ("ran", "r")
+            run(face, SQS_RECORD, store, clock, "r", config=config, context=FakeContext(), calls=calls)
         assert calls == [None] * 4
         assert caplog.text.count("no idempotency key selected") == 2
         assert list(store.scan()) == []
 
-    def test_key_is_public_and_prefixed_by_the_function_name(self, store, clock, monkeypatch):
+    def test_key_is_public_and_prefixed_by_the_function_name(self, face, store, clock, monkeypatch):
         monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "orders-consumer")
         calls = []
-        run(SQS_RECORD, store, clock, calls=calls)
+        run(face, SQS_RECORD, store, clock, calls=calls)
         assert calls[0].startswith("orders-consumer#")
         assert len(calls[0]) == len("orders-consumer#") + 64
 
 
 class TestLocalCacheAndDisabling:
-    def test_cache_hit_makes_no_store_request(self, store, clock):
+    def test_cache_hit_makes_no_store_request(self, face, store, clock):
         store = CountingStore(store)
         config = IdempotencyConfig(use_local_cache=True)
-        run(SQS_RECORD, store, clock, 1, config=config)
+        run(face, SQS_RECORD, store, clock, 1, config=config)
+        assert store.calls["complete"] == 1
         store.calls.clear()
-        assert run(SQS_RECORD, store, clock, 2, config=config) == ("replayed", 1)
+        assert run(face, SQS_RECORD, store, clock, 2, config=config) == ("replayed", 1)
         assert sum(store.calls.values()) == 0
 
-    def test_cache_never_holds_in_progress_and_drops_expired(self, store, clock):
+    def test_cache_never_holds_in_progress_and_drops_expired(self, face, store, clock):
         config = IdempotencyConfig(use_local_cache=True, expires_after_seconds=10)
-        with IdempotencyGuard(SQS_RECORD, store=store, clock=clock, config=config) as guard:
-            assert len(config.cache_for(store)) == 0
+
+        def body(guard):
             guard.result = 1
+            return len(config.cache_for(store))
+
+        assert face.guarded(SQS_RECORD, body, store=store, clock=clock, config=config) == 0
         assert len(config.cache_for(store)) == 1
         clock.advance(11)
-        assert run(SQS_RECORD, store, clock, 2, config=config) == ("ran", 2)
+        assert run(face, SQS_RECORD, store, clock, 2, config=config) == ("ran", 2)
 
-    def test_cache_is_bounded(self, store, clock):
+    def test_cache_is_bounded(self, face, store, clock):
         config = IdempotencyConfig(use_local_cache=True, local_cache_max_items=3)
         for i in range(5):
-            run({"messageId": str(i)}, store, clock, i, config=config)
+            run(face, {"messageId": str(i)}, store, clock, i, config=config)
         assert len(config.cache_for(store)) == 3
 
-    def test_disabled_guard_is_a_pass_through(self, store, clock, monkeypatch):
+    def test_disabled_guard_is_a_pass_through(self, face, store, clock, monkeypatch):
         monkeypatch.setenv("IDEMPOTENCY_DISABLED", "1")
         calls = []
-        assert run(SQS_RECORD, store, clock, 1, calls=calls) == ("ran", 1)
-        assert run(SQS_RECORD, store, clock, 2, calls=calls) == ("ran", 2)
+        assert run(face, SQS_RECORD, store, clock, 1, calls=calls) == ("ran", 1)
+        assert run(face, SQS_RECORD, store, clock, 2, calls=calls) == ("ran", 2)
         assert calls == [None, None]
         assert list(store.scan()) == []
 
