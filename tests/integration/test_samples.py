@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from consumer import AsyncBatchProcessor, EventType
+from persistence import InMemoryPersistenceLayer
 from samples.ledger import Ledger
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,6 +26,8 @@ def seq(n: int) -> str:
 # sample, its poison record ids, the side-effect keys expected exactly once each
 CASES = {
     "sqs_orders": (["1e7f9a3b-8c2d-4f5e-b6a0-3d4c5e6f7a04"], ["o-1001", "o-1002", "o-1004"]),
+    # async def handler, 5 at once; message 3f1c... (order o-2001) is delivered twice in the batch
+    "async_orders": (["b5c6d7e8-9f0a-4b1c-a2d3-e4f5a6b7c803"], ["o-2001", "o-2002", "o-2004"]),
     "sqs_fifo": (["f-0004", "f-0005"], ["f-0001", "f-0002", "f-0003", "f-0006"]),
     "kinesis_clickstream": ([seq(5)], [seq(1), seq(2), seq(3), seq(6)]),  # seq 4 repeats click c-002
     "dynamodb_stream_audit": (["111000000000000000003"], ["111000000000000000001", "111000000000000000002",
@@ -54,6 +58,20 @@ def test_batch_sample_processes_once_and_reports_its_poison_record(sample, store
         assert [f["itemIdentifier"] for f in response["batchItemFailures"]] == poison, delivery
         # Sorted: the Kinesis sample runs partition keys in parallel; a double effect still shows twice.
         assert sorted(key for key, _ in Ledger(str(ledger_path)).entries(sample)) == sorted(effects), delivery
+
+
+def test_async_sample_counts_processed_replayed_and_failed_after_its_sync_handler_returns(monkeypatch, tmp_path):
+    # The summary is set inside the task asyncio.run creates; the sync handler's caller reads it all the same.
+    from samples import async_orders  # noqa: PLC0415 - in this process, on an in-memory store
+
+    processor = AsyncBatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer(), config=async_orders.config)
+    monkeypatch.setattr(async_orders, "processor", processor)
+    monkeypatch.setattr(async_orders, "warehouse", Ledger(str(tmp_path / "ledger.sqlite3")))
+    async_orders.handler(json.loads((EVENTS / "async_orders.json").read_text()), None)
+    assert len(async_orders.warehouse.entries("async_orders")) == 3  # the batch did run
+    summary = processor.summary
+    assert summary is not None
+    assert (summary.processed, summary.replayed, summary.failed) == (3, 1, 1)
 
 
 def test_eventbridge_target_sends_once_and_replays_the_response(store_url, tmp_path):

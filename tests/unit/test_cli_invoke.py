@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from samples.ledger import Ledger
+
 ROOT = Path(__file__).resolve().parents[2]
 
 HANDLER = """
@@ -29,9 +31,9 @@ def boom(event, context):
 """
 
 
-def cli(tmp_path, *args, stdin=None):
+def cli(tmp_path, *args, stdin=None, env=None):
     (tmp_path / "app.py").write_text(HANDLER)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     return subprocess.run([sys.executable, "-m", "consumer.cli", *args], capture_output=True, text=True, cwd=tmp_path,
                           env=env, input=stdin, timeout=60, check=False)  # fmt: skip
 
@@ -45,6 +47,31 @@ def test_invoke_prints_each_response_and_replays_across_processes(tmp_path):
     again = cli(tmp_path, "invoke", "app:handler", "--event", "event.json", "--function-name", "fn")
     assert json.loads(again.stdout)["runs_in_this_process"] == 1  # replayed from the SQLite file
     assert (tmp_path / ".idempotency.sqlite3").exists()
+
+
+def test_invoke_runs_the_async_sample_and_its_second_run_replays(tmp_path):
+    # The sample's entry point is a sync def running asyncio.run: invoke calls it like any handler.
+    ledger = Ledger(str(tmp_path / "ledger.sqlite3"))
+    run = ("invoke", "samples.async_orders:handler", "--event", str(ROOT / "samples/events/async_orders.json"),
+           "--store", "sqlite:///store.sqlite3")  # fmt: skip
+    poison = {"batchItemFailures": [{"itemIdentifier": "b5c6d7e8-9f0a-4b1c-a2d3-e4f5a6b7c803"}]}
+    first = cli(tmp_path, *run, env={"SAMPLES_LEDGER": str(ledger.path)})
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout) == poison
+    assert "order o-2003: quantity must be positive" in first.stderr
+    effects = ledger.entries("async_orders")
+    assert sorted(key for key, _ in effects) == ["o-2001", "o-2002", "o-2004"]  # o-2001 came twice: ran once
+    # A new process, two invocations (two event loops, one processor): everything replays, the poison fails again.
+    again = cli(tmp_path, *run, "--repeat", "2", env={"SAMPLES_LEDGER": str(ledger.path)})
+    assert again.returncode == 0, again.stderr
+    assert [json.loads(line) for line in again.stdout.splitlines()] == [poison, poison]
+    assert ledger.entries("async_orders") == effects
+    # Each effect carries the idempotency key its record committed under (the poison's lock was released).
+    listed = cli(tmp_path, "records", "list", "--json", "--store", "sqlite:///store.sqlite3")
+    committed = {r["key"]: json.loads(r["response"])["order_id"] for r in map(json.loads, listed.stdout.splitlines())}
+    assert {order: detail.split("(key ")[1].rstrip(")") for order, detail in effects} == {
+        order: key for key, order in committed.items()
+    }
 
 
 def test_event_from_stdin_and_memory_store(tmp_path):
