@@ -1,15 +1,18 @@
 """Hypothesis over random batches: nothing is lost (every record is committed or reported failed), and
-records sharing an ordering key take effect in arrival order, whatever fails and however many workers."""
+records sharing an ordering key take effect in arrival order, whatever fails and however many workers, through
+BatchProcessor and AsyncBatchProcessor alike (``FACES``: Hypothesis refuses the function-scoped ``face`` fixture)."""
 
 from __future__ import annotations
 
 import threading
 
+import pytest
 from events import kinesis_record, sqs_event, sqs_record
+from faces import FACES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from consumer import BatchProcessor, EventType
+from consumer import EventType
 from persistence import InMemoryPersistenceLayer
 
 SOURCES = st.sampled_from(["sqs", "fifo", "kinesis"])
@@ -54,9 +57,10 @@ def logical(record):
     return record["eventID"] if "kinesis" in record else record["messageId"]
 
 
+@pytest.mark.parametrize("face", FACES, ids=lambda face: face.name)
 @settings(max_examples=150, deadline=None)
 @given(batch=batches())
-def test_nothing_lost_and_per_key_order_kept(batch):
+def test_nothing_lost_and_per_key_order_kept(face, batch):
     source, records, poison, options = batch
     event_type = EventType.KINESIS if source == "kinesis" else EventType.SQS
     effects, lock = [], threading.Lock()
@@ -69,10 +73,10 @@ def test_nothing_lost_and_per_key_order_kept(batch):
         if logical(raw) in poison_ids:
             raise ValueError("poison")
 
-    processor = BatchProcessor(
+    processor = face.processor(
         event_type, store=InMemoryPersistenceLayer(), raise_on_entire_batch_failure=False, **options
     )
-    response = processor.process(sqs_event(*records) if source != "kinesis" else {"Records": records}, handler)
+    response = face.process(sqs_event(*records) if source != "kinesis" else {"Records": records}, handler, processor)
     failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
 
     # 1. Nothing lost: every record succeeded (ran and committed, or replayed a committed copy) or is reported.
