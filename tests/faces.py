@@ -54,6 +54,10 @@ class SyncFace:
         """``function`` itself: the kind of function this face decorates."""
         return function
 
+    def define_delegating(self, function: Callable[..., Any]) -> Callable[..., Any]:
+        """``function`` itself; it ends by returning a call of another function of this face (a nested call)."""
+        return function
+
     def enter(self, guard: IdempotencyGuard) -> IdempotencyGuard:
         """``guard.__enter__()``: take the lock (or raise) and keep holding it after this returns."""
         return guard.__enter__()
@@ -127,6 +131,16 @@ class AsyncFace:
 
     def define(self, function: Callable[..., Any]) -> Callable[..., Any]:
         return as_async(function)
+
+    def define_delegating(self, function: Callable[..., Any]) -> Callable[..., Any]:
+        """An ``async def`` that suspends, then awaits what ``function`` returns: a call of an ``async def``."""
+
+        @functools.wraps(function)
+        async def wrapper(*args: Any, **kwargs: Any) -> Any:
+            await asyncio.sleep(0)
+            return await function(*args, **kwargs)
+
+        return wrapper
 
     def enter(self, guard: IdempotencyGuard) -> IdempotencyGuard:
         """``await guard.__aenter__()``."""
