@@ -49,6 +49,63 @@ def powertools(store: Any = None, *, use_local_cache: bool = False):  # noqa: AN
     return handler
 
 
+def ours_async(store: Any = None, *, max_concurrency: int = 100):  # noqa: ANN201
+    """Our async handler: an ``async def`` record handler under ``AsyncBatchProcessor``, run by ``asyncio.run``."""
+    import asyncio
+
+    from consumer import AsyncBatchProcessor, EventType, IdempotencyConfig, async_process_partial_response
+    from persistence import InMemoryPersistenceLayer
+
+    config = IdempotencyConfig(event_key_jmespath="messageId")
+    processor = AsyncBatchProcessor(
+        EventType.SQS, store=store or InMemoryPersistenceLayer(), config=config, max_concurrency=max_concurrency
+    )
+
+    async def record_handler(record: Any) -> dict[str, str]:
+        return {"ok": record.message_id}
+
+    def handler(event: dict[str, Any], context: Any) -> Any:
+        return asyncio.run(async_process_partial_response(event, record_handler, processor, context))
+
+    return handler
+
+
+def powertools_async(store: Any = None):  # noqa: ANN201
+    """Powertools' async processor with its documented idempotency pattern, the only one it has.
+
+    Its ``AsyncBatchProcessor`` awaits an ``async def`` record handler (a sync one is refused: "Sync record
+    handler not supported", its docs' "Processing messages asynchronously"); its idempotency is sync only: async
+    support was declined because the AWS SDK blocks (github.com/aws-powertools/powertools-lambda-python/issues/4483,
+    closed as rejected). What its idempotency docs show for batches ("Common use cases > Batch processing",
+    examples/idempotency/src/integrate_idempotency_with_batch_processor.py) is a sync
+    ``@idempotent_function(data_keyword_argument="record")``; here the async record handler calls it, so every
+    store call blocks the event loop. ``async_process_partial_response`` runs its own loop (``asyncio.run``
+    outside Lambda), with every record at once (``asyncio.gather``).
+    """
+    from aws_lambda_powertools.utilities.batch import AsyncBatchProcessor, EventType, async_process_partial_response
+    from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
+    from powertools_memory import PowertoolsMemoryLayer
+
+    config = IdempotencyConfig(event_key_jmespath="messageId")
+    processor = AsyncBatchProcessor(event_type=EventType.SQS)
+    persistence = store or PowertoolsMemoryLayer()
+
+    @idempotent_function(data_keyword_argument="record", config=config, persistence_store=persistence)
+    def process(record: Any) -> dict[str, str]:
+        return {"ok": record.message_id}
+
+    async def record_handler(record: Any) -> dict[str, str]:
+        return process(record=record)
+
+    def handler(event: dict[str, Any], context: Any) -> Any:
+        config.register_lambda_context(context)
+        return async_process_partial_response(
+            event=event, record_handler=record_handler, processor=processor, context=context
+        )
+
+    return handler
+
+
 def sqs_event(count: int, offset: int = 0) -> dict[str, Any]:
     """An SQS event of ``count`` records with distinct message ids."""
     return {

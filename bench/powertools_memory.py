@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
+import time
 
 from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyItemAlreadyExistsError,
@@ -50,3 +51,32 @@ class PowertoolsMemoryLayer(BasePersistenceLayer):
     def _delete_record(self, data_record: DataRecord) -> None:
         with self.lock:
             self.records.pop(data_record.idempotency_key, None)
+
+
+class SlowPowertoolsMemoryLayer(PowertoolsMemoryLayer):
+    """Every store call waits ``delay_s`` (blocking, as boto3 does), then answers like the in-memory layer."""
+
+    def __init__(self, delay_s: float) -> None:
+        super().__init__()
+        self.delay_s = delay_s
+        self.calls = 0
+
+    def _wait(self) -> None:
+        self.calls += 1
+        time.sleep(self.delay_s)
+
+    def _get_record(self, idempotency_key: str) -> DataRecord:
+        self._wait()
+        return super()._get_record(idempotency_key)
+
+    def _put_record(self, data_record: DataRecord) -> None:
+        self._wait()
+        super()._put_record(data_record)
+
+    def _update_record(self, data_record: DataRecord) -> None:
+        self._wait()
+        super()._update_record(data_record)
+
+    def _delete_record(self, data_record: DataRecord) -> None:
+        self._wait()
+        super()._delete_record(data_record)

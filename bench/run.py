@@ -2,6 +2,7 @@
 
 bench/.venv/bin/python bench/run.py            # the full run; exits 1 when a target is missed
 bench/.venv/bin/python bench/run.py --smoke    # tiny sizes, targets reported but not enforced
+bench/.venv/bin/python bench/run.py --only async overhead   # some groups of rows only
 """
 
 from __future__ import annotations
@@ -157,6 +158,24 @@ def dynamodb_rows(sizes: dict[str, int]) -> list[Row]:
         server.stop()
 
 
+def async_rows(sizes: dict[str, int]) -> list[Row]:
+    from async_scenarios import async_latency, async_overhead
+
+    return async_overhead(sizes["async_overhead"], sizes["async_repeats"]) + async_latency(
+        sizes["async_latency"], sizes["async_runs"]
+    )
+
+
+#: The groups of rows, in the order they are run and printed.
+GROUPS = {
+    "overhead": overhead,
+    "scale": scale,
+    "memory": memory,
+    "cold": cold_start,
+    "dynamodb": dynamodb_rows,
+    "async": async_rows,
+}
+
 FULL = {
     "overhead": 2000,
     "repeats": 5,
@@ -164,8 +183,23 @@ FULL = {
     "memory": 10_000,
     "cold_runs": 11,
     "latency": 10,
+    "async_overhead": 100,
+    "async_repeats": 30,
+    "async_latency": 100,
+    "async_runs": 5,
 }
-SMOKE = {"overhead": 50, "repeats": 1, "scale": [10, 100], "memory": 200, "cold_runs": 1, "latency": 3}
+SMOKE = {
+    "overhead": 50,
+    "repeats": 1,
+    "scale": [10, 100],
+    "memory": 200,
+    "cold_runs": 1,
+    "latency": 3,
+    "async_overhead": 10,
+    "async_repeats": 1,
+    "async_latency": 10,
+    "async_runs": 1,
+}
 
 
 def environment() -> str:
@@ -189,10 +223,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--smoke", action="store_true", help="tiny sizes; report targets without enforcing them")
     parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
+    parser.add_argument("--only", nargs="+", choices=GROUPS, help="run these groups of rows only")
     args = parser.parse_args()
     sizes = SMOKE if args.smoke else FULL
     print(environment())
-    rows = overhead(sizes) + scale(sizes) + memory(sizes) + cold_start(sizes) + dynamodb_rows(sizes)
+    rows = [row for name in args.only or GROUPS for row in GROUPS[name](sizes)]
     print_table(rows)
     if args.json:
         Path(args.json).write_text(json.dumps([r.__dict__ for r in rows], indent=2))

@@ -7,18 +7,25 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 BENCH_PYTHON = ROOT / "bench" / ".venv" / "bin" / "python"
 
 
-def test_bench_smoke_run_measures_both_libraries(tmp_path):
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
     assert BENCH_PYTHON.exists(), "the benchmark environment is missing: run `make install`"
-    out = tmp_path / "rows.json"
+    out = tmp_path_factory.mktemp("bench") / "rows.json"
     result = subprocess.run([str(BENCH_PYTHON), "bench/run.py", "--smoke", "--json", str(out)], cwd=ROOT,
                             capture_output=True, text=True, env=dict(os.environ), timeout=600, check=False)  # fmt: skip
     assert result.returncode == 0, result.stderr
-    assert "aws-lambda-powertools 3.37.0" in result.stdout
-    rows = {row["scenario"]: row for row in json.loads(out.read_text())}
+    return result.stdout, {row["scenario"]: row for row in json.loads(out.read_text())}
+
+
+def test_bench_smoke_run_measures_both_libraries(smoke_run):
+    stdout, rows = smoke_run
+    assert "aws-lambda-powertools 3.37.0" in stdout
     for row in rows.values():
         assert row["ours"] != "-", row
     overhead = next(r for name, r in rows.items() if name.startswith("overhead"))
@@ -29,3 +36,18 @@ def test_bench_smoke_run_measures_both_libraries(tmp_path):
         for what in ("first delivery", "redelivery", "cached redelivery")
     ]
     assert requests == [2, 1, 0]
+
+
+def test_bench_smoke_run_measures_the_async_rows(smoke_run):
+    _, rows = smoke_run
+    async_rows = [row for name, row in rows.items() if name.startswith("async")]
+    kinds = [row["scenario"].split(",")[0].split(":")[0] for row in async_rows]
+    assert kinds == ["async overhead"] + ["async latency"] * 3
+    overhead, latency, floor, bare = async_rows
+    assert overhead["ours"] > 0
+    assert overhead["powertools"] > 0
+    # Every store call waits 10 ms, two a record: Powertools makes its 10 records' calls one after another.
+    assert latency["powertools"] >= 10 * 2 * 10
+    assert latency["ours"] >= 2 * 10
+    assert floor["ours"] >= 1
+    assert bare["ours"] >= 1
