@@ -8,22 +8,28 @@ really suspends (``await asyncio.sleep(0)``) before it runs.
 Each async call runs in ``asyncio.run`` as if the test had awaited it: the context variables it sets (a
 processor's ``summary`` and ``items``) are kept afterwards. ``face.enter`` / ``face.exit`` take a guard through
 its life cycle a step at a time (a lock held across steps: conflicts, takeovers, failed releases), and
-``face.pausing`` builds a handler that lets other records run in its middle (threads sleep, tasks await).
+``face.pausing`` builds a handler that lets other records run in its middle (threads sleep, tasks await), and
+``face.race`` delivers one record to several guards at once (threads, or tasks of one loop).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import inspect
+import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from consumer import (
+    AlreadyProcessed,
     AsyncBatchProcessor,
     BatchProcessor,
+    IdempotencyAlreadyInProgressError,
     IdempotencyGuard,
     async_process_partial_response,
     process_partial_response,
@@ -75,6 +81,35 @@ class SyncFace:
             return then(record)
 
         return handler
+
+    def race(self, n: int, data: Any, body: Callable[[IdempotencyGuard], Any], **guard_options: Any) -> list[str]:
+        """``n`` threads released at once each run ``body(guard)`` in a guard of ``data`` and hold its lock 50 ms.
+
+        Returns each delivery's outcome: ``"ran"``, ``"replayed"`` or ``"in progress"``.
+        """
+        barrier = threading.Barrier(n)
+
+        def deliver() -> str:
+            barrier.wait(timeout=30)
+            with outcome() as seen, IdempotencyGuard(data, **guard_options) as guard:
+                body(guard)
+                time.sleep(0.05)  # hold the lock while the others arrive
+            return seen[0]
+
+        with ThreadPoolExecutor(n) as pool:
+            return list(pool.map(lambda _: deliver(), range(n)))
+
+
+@contextlib.contextmanager
+def outcome() -> Iterator[list[str]]:
+    """Names how the block ended in the list it yields: ``ran``, ``replayed`` or ``in progress`` (then swallowed)."""
+    seen = ["ran"]
+    try:
+        yield seen
+    except AlreadyProcessed:
+        seen[0] = "replayed"
+    except IdempotencyAlreadyInProgressError:
+        seen[0] = "in progress"
 
 
 def as_async(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -159,6 +194,21 @@ class AsyncFace:
             return then(record)
 
         return handler
+
+    def race(self, n: int, data: Any, body: Callable[[IdempotencyGuard], Any], **guard_options: Any) -> list[str]:
+        """``n`` tasks of one loop each run ``body(guard)`` in ``async with`` a guard of ``data``, holding it 50 ms."""
+
+        async def deliver() -> str:
+            with outcome() as seen:
+                async with IdempotencyGuard(data, **guard_options) as guard:
+                    body(guard)
+                    await asyncio.sleep(0.05)  # hold the lock while the others arrive
+            return seen[0]
+
+        async def main() -> list[str]:
+            return list(await asyncio.gather(*(deliver() for _ in range(n))))
+
+        return awaited(main())
 
 
 FACES = [SyncFace(), AsyncFace()]
