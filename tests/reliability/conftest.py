@@ -34,3 +34,27 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     target = os.environ.get("RELIABILITY_REPORT")
     if target:
         Path(target).write_text(json.dumps(_ROWS, indent=2), encoding="utf-8")
+
+
+#: ``RELIABILITY_SIZE=long`` or ``short`` picks a scenario's size; unset, a run given only paths inside this
+#: directory (``make reliability``) is long and any other run (``make test``, the whole suite) is short.
+SIZE_VARIABLE = "RELIABILITY_SIZE"
+
+
+def _long_form(config: pytest.Config) -> bool:
+    chosen = os.environ.get(SIZE_VARIABLE, "").strip().lower()
+    if chosen in {"long", "short"}:
+        return chosen == "long"
+    if chosen:
+        raise pytest.UsageError(f"{SIZE_VARIABLE} must be 'long' or 'short', not {chosen!r}")
+    if config.args_source is not pytest.Config.ArgsSource.ARGS:
+        return False
+    here = Path(__file__).parent.resolve()
+    paths = [Path(config.invocation_params.dir, arg.split("::")[0]).resolve() for arg in config.args]
+    return bool(paths) and all(path == here or here in path.parents for path in paths)
+
+
+@pytest.fixture(scope="session")
+def long_form(pytestconfig: pytest.Config) -> bool:
+    """Whether scenarios run at their long size (``make reliability``) or their short one (``make test``)."""
+    return _long_form(pytestconfig)

@@ -3,6 +3,7 @@ every scenario ends with: each record's effect exactly once, and nothing lost.""
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import random
 from typing import Any
@@ -57,3 +58,16 @@ def assert_nothing_lost(store: Any, keys_by_id: dict[str, str], reported_failed:
             lost.append(message_id)
     assert not lost, f"neither COMPLETE nor reported failed: {lost[:10]}"
     return len(lost)
+
+
+def async_recording_handler(ledger: Ledger, scenario: str, worker: str, rng: random.Random, max_delay: float):
+    """An ``async def`` record handler that awaits a random ``0..max_delay`` s on each side of its side effect
+    (one ledger row, keyed by the message id) and returns ``worker``, so a replay shows whose run it replays."""
+
+    async def handler(record: Any) -> str:
+        await asyncio.sleep(rng.uniform(0, max_delay))
+        ledger.record(scenario, record.message_id, worker)
+        await asyncio.sleep(rng.uniform(0, max_delay))
+        return worker
+
+    return handler
