@@ -42,8 +42,8 @@ def test_bench_smoke_run_measures_the_async_rows(smoke_run):
     _, rows = smoke_run
     async_rows = [row for name, row in rows.items() if name.startswith("async")]
     kinds = [row["scenario"].split(",")[0].split(":")[0] for row in async_rows]
-    assert kinds == ["async overhead"] + ["async latency"] * 3
-    overhead, latency, floor, bare = async_rows
+    assert kinds == ["async overhead"] + ["async latency"] * 4
+    overhead, latency, floor, bare, native = async_rows
     assert overhead["ours"] > 0
     assert overhead["powertools"] > 0
     # Every store call waits 10 ms, two a record: Powertools makes its 10 records' calls one after another.
@@ -51,3 +51,4 @@ def test_bench_smoke_run_measures_the_async_rows(smoke_run):
     assert latency["ours"] >= 2 * 10
     assert floor["ours"] >= 1
     assert bare["ours"] >= 1
+    assert native["ours"] >= 1
