@@ -21,6 +21,8 @@ from consumer._handlers import NO_GUARD
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
+    from consumer.guard import IdempotencyGuard
+
 
 @dataclass
 class AsyncBatchRun(BatchRun):
@@ -30,12 +32,15 @@ class AsyncBatchRun(BatchRun):
     _past_deadline: bool = False
     _aborting: bool = False
     _deadline_cancels: set[asyncio.Task[Any]] = field(default_factory=set)
+    _in_flight: dict[asyncio.Task[Any] | None, IdempotencyGuard] = field(default_factory=dict)
 
     async def arun(self) -> None:
         """Run every item; records sharing an ordering key run one after another, in order.
 
         With ``max_workers`` 1 the records run in batch order, as the sync processor runs them.
         """
+        if not self.items:
+            return
         queue = collections.deque([self.items] if self.settings.max_workers == 1 else self.groups())
         workers = [asyncio.ensure_future(self._work(queue)) for _ in range(min(self.settings.max_workers, len(queue)))]
         timer = self._deadline_timer(workers)
@@ -74,8 +79,9 @@ class AsyncBatchRun(BatchRun):
     async def _arun_item(self, item: Item) -> None:
         if self._skipped(item):
             return
+        guard = self._in_flight[asyncio.current_task()] = self._guard(item)
         try:
-            async with self._guard(item) as g:
+            async with guard as g:
                 result = self.handler(item.record) if self.guard_passing == NO_GUARD else self._call(item.record, g)
                 if hasattr(type(result), "__await__"):  # an async handler (a plain def may return an awaitable too)
                     result = await result
@@ -88,22 +94,27 @@ class AsyncBatchRun(BatchRun):
             task = asyncio.current_task()
             if self._aborting or (task not in self._deadline_cancels and _cancelling(task)):
                 raise  # the invocation is being cancelled (or its loop shut down): not one record's failure
-            self._cancelled(item, task, e)
+            self._cancelled(item, guard, task, e)
 
-    def _cancelled(self, item: Item, task: asyncio.Task[Any] | None, cancelled: asyncio.CancelledError) -> None:
+    def _cancelled(
+        self, item: Item, guard: IdempotencyGuard, task: asyncio.Task[Any] | None, cancelled: asyncio.CancelledError
+    ) -> None:
         """A record's body was cancelled by the deadline timer, or raised ``CancelledError`` itself."""
-        if task in self._deadline_cancels:
-            self._deadline_cancels.discard(task)
-            if hasattr(task, "uncancel"):  # Python 3.11+: the task carries on with the records after it
-                task.uncancel()
-            error = TimeoutError(
-                f"record {item.item_id} was cancelled: less than {self.settings.deadline_margin_ms} ms were left "
-                "before the Lambda deadline (its lock was released; it is redelivered)"
-            )
-            error.__cause__ = cancelled
-            self._fail(item, Outcome.FAILED, error)
-        else:
+        if task not in self._deadline_cancels:
             self._fail(item, Outcome.FAILED, cancelled)
+            return
+        self._deadline_cancels.discard(task)
+        if hasattr(task, "uncancel"):  # Python 3.11+: the task carries on with the records after it
+            task.uncancel()
+        if guard.committed:  # the timer fired while the commit was in flight, and it landed
+            self._succeeded(item, guard)
+            return
+        error = TimeoutError(
+            f"record {item.item_id} was cancelled: less than {self.settings.deadline_margin_ms} ms were left "
+            "before the Lambda deadline (its lock is left to expire; it is redelivered)"
+        )
+        error.__cause__ = cancelled
+        self._fail(item, Outcome.FAILED, error)
 
     def _deadline_timer(self, workers: list[asyncio.Task[None]]) -> asyncio.TimerHandle | None:
         if self.context is None or not self.cancel_at_deadline:
@@ -115,6 +126,11 @@ class AsyncBatchRun(BatchRun):
         self._past_deadline = True
         for worker in workers:
             if not worker.done():
+                guard = self._in_flight.get(worker)
+                if guard is not None:
+                    # Work the body handed to a thread (asyncio.to_thread, run_in_executor) is not stopped by a
+                    # cancellation: a released lock would let a redelivery run it again while it still runs.
+                    guard.release_on_failure = False
                 self._deadline_cancels.add(worker)
                 worker.cancel()
 

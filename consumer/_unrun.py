@@ -51,7 +51,14 @@ def unrun_parts(value: Any, depth: int = 0, seen: set[int] | None = None) -> lis
 
 
 def close_unrun(parts: list[Any]) -> None:
-    """Close the coroutines and generators among ``parts`` (one left unclosed warns "never awaited" later)."""
+    """Stop the work ``parts`` stand for, as far as it can be stopped, before the lock is released.
+
+    Coroutines and generators are closed (one left unclosed warns "never awaited" later). Tasks and futures
+    (asyncio's or ``concurrent.futures``') are cancelled: a task scheduled in the body would otherwise run on
+    after the record was reported failed, and again on its redelivery.
+    """
     for part in parts:
         if isinstance(part, (GeneratorType, CoroutineType)):
             part.close()
+        elif callable(getattr(part, "cancel", None)) and callable(getattr(part, "done", None)):
+            part.cancel()

@@ -36,7 +36,8 @@ class AsyncBatchProcessor(_Processor):
     that may run at once, a native async store awaited.
 
     ``summary`` and ``items`` are those of the calling task's last batch, or, read where no batch was processed
-    (after ``asyncio.run``, which runs in a copy of the caller's context), of the processor's latest batch.
+    (after ``asyncio.run``, which runs in a copy of the caller's context), of the latest batch this processor
+    finished in the calling thread.
 
     One thing a thread pool cannot do: when only ``deadline_margin_ms`` is left before the Lambda deadline,
     the bodies still running are cancelled (``cancel_at_deadline``). Each releases its lock, is reported
@@ -105,7 +106,7 @@ class AsyncBatchProcessor(_Processor):
 
     def _keep(self, batch: _Batch | None) -> None:
         super()._keep(batch)
-        self._latest = batch  # read by code outside the task that processed it (after asyncio.run)
+        self._latest.batch = batch  # read by code outside the task that processed it (after asyncio.run)
 
     async def process(
         self, event: BatchEvent, record_handler: Callable[..., Any], context: LambdaContext | None = None

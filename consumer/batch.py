@@ -124,20 +124,20 @@ class _Processor:
         self._last: contextvars.ContextVar[_Batch | None] = contextvars.ContextVar(
             f"idempotent_consumer_batch_{id(self)}"
         )
-        # Where no batch was processed in the reader's own context: the async processor keeps its latest here,
-        # since asyncio.run() processes in a copy of the caller's context; the sync one never sets it.
-        self._latest: _Batch | None = None
+        # Where no batch was processed in the reader's own context: the async processor keeps its thread's latest
+        # here, since asyncio.run() processes in a copy of the caller's context; the sync one never sets it.
+        self._latest = threading.local()
 
     @property
     def summary(self) -> BatchSummary | None:
         """What the last batch processed by this thread (or task) did; ``None`` before the first."""
-        last = self._last.get(self._latest)
+        last = self._last.get(getattr(self._latest, "batch", None))
         return None if last is None else last.summary
 
     @property
     def items(self) -> list[Item]:
         """The records of the last batch processed by this thread (or task), with their outcomes."""
-        last = self._last.get(self._latest)
+        last = self._last.get(getattr(self._latest, "batch", None))
         return [] if last is None else last.items
 
     def _keep(self, batch: _Batch | None) -> None:

@@ -117,6 +117,11 @@ class IdempotencyGuard:
             unguarded (no key selected, or ``IDEMPOTENCY_DISABLED``).
         result: Set it in the body; it is stored and replayed for duplicates.
         release_error: Set when releasing the lock after a failed body failed too.
+        release_on_failure: When the body raises, release the lock so a redelivery can run at once (the
+            default). Set it to ``False`` in a body whose work may outlive it (work handed to a thread, which
+            no cancellation stops): the lock is then left to expire at its deadline. ``AsyncBatchProcessor``
+            does so for the bodies it cancels at the deadline.
+        committed: Whether the result was stored (``COMPLETE``): true once ``__exit__`` committed it.
     """
 
     def __init__(
@@ -153,6 +158,8 @@ class IdempotencyGuard:
         self.key: str | None = None
         self.result: Any = None
         self.release_error: IdempotencyError | None = None
+        self.release_on_failure = True
+        self.committed = False
         self._held: IdempotencyRecord | None = None
         self._cache: LocalCache | None = None
         self._validation_hash: str | None = None
@@ -255,6 +262,9 @@ class IdempotencyGuard:
             self._held = record
             _held_leases.add(record.lease)
             return
+        if not isinstance(existing, IdempotencyRecord):
+            msg = f"{type(self.store).__name__}.acquire returned {existing!r}, not an IdempotencyRecord or None"
+            raise TypeError(msg)
         if existing.status is RecordStatus.COMPLETE:
             self._replay(existing, self._validation_hash, now_ms)
         holder = (
@@ -340,12 +350,7 @@ class IdempotencyGuard:
             return self.__exit__(exc_type, exc, traceback)  # nothing to await: the sync face, exactly
         held, complete, failure = self._closing(exc)
         if complete is not None:
-            try:
-                await settled(store.complete(complete))
-            except ItemTooLargeError as e:
-                complete = self._without_response(complete, e)
-                await settled(store.complete(complete))
-            self._committed(complete)
+            await self._acommit(store, complete)
             return False
         if held is not None:
             try:
@@ -353,6 +358,21 @@ class IdempotencyGuard:
             except IdempotencyError as e:
                 self._release_failed(held, failure, e)
         return self._closed(exc, failure)
+
+    async def _acommit(self, store: AsyncPersistenceLayer, complete: IdempotencyRecord) -> None:
+        """Commit as ``__exit__`` does (without the response if it is too large); a cancellation waits for it."""
+        done, cancelled = await settle(store.complete(complete))
+        error = None if done.cancelled() else done.exception()
+        if isinstance(error, ItemTooLargeError):
+            complete = self._without_response(complete, error)
+            done, again = await settle(store.complete(complete))
+            cancelled = cancelled or again
+            error = None if done.cancelled() else done.exception()
+        if error is None and not done.cancelled():
+            self._committed(complete)
+        if cancelled is not None:
+            raise cancelled from error
+        done.result()  # the store's error, if any
 
     def _closing(
         self, exc: BaseException | None
@@ -367,7 +387,7 @@ class IdempotencyGuard:
         if held is not None:
             _held_leases.discard(held.lease)
         if exc is not None:
-            return held, None, exc
+            return (held if self.release_on_failure else None), None, exc
         if type(self.result) not in PLAIN_RESULTS and never_ran(self.result):
             return held, None, self._refuse([self.result])
         if held is None:
@@ -426,6 +446,7 @@ class IdempotencyGuard:
         return dataclasses.replace(complete, response=None)
 
     def _committed(self, complete: IdempotencyRecord) -> None:
+        self.committed = True
         if self._cache is not None:
             self._cache.put(complete, self._now_ms())
 

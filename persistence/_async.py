@@ -119,7 +119,14 @@ class ThreadedStore:
         # A future, not a coroutine: awaiting it needs no task of its own.
         import asyncio  # noqa: PLC0415 - already imported by the running loop
 
-        return asyncio.get_running_loop().run_in_executor(self._executor(), call, *args)
+        loop = asyncio.get_running_loop()
+        while True:
+            pool = self._executor()
+            try:
+                return loop.run_in_executor(pool, call, *args)
+            except RuntimeError:  # shut down: a retry only when reserve() replaced the pool meanwhile
+                if pool is self._pool:
+                    raise
 
     def acquire(self, record: IdempotencyRecord, now_ms: int) -> asyncio.Future[IdempotencyRecord | None]:
         """See :meth:`persistence.PersistenceLayer.acquire`."""
@@ -135,6 +142,7 @@ class ThreadedStore:
 
 
 _async_types: dict[type, bool] = {}
+_TRANSITIONS = ("acquire", "complete", "release")
 
 
 def _is_async_type(store_type: type) -> bool:
@@ -142,12 +150,24 @@ def _is_async_type(store_type: type) -> bool:
     if known is None:
         import inspect  # noqa: PLC0415 - 6 ms at import time; checked once per store type
 
-        known = _async_types[store_type] = inspect.iscoroutinefunction(getattr(store_type, "acquire", None))
+        kinds = {name: inspect.iscoroutinefunction(getattr(store_type, name, None)) for name in _TRANSITIONS}
+        if len(set(kinds.values())) > 1:
+            asynchronous = [name for name, is_async in kinds.items() if is_async]
+            msg = (
+                f"{store_type.__name__} mixes async and plain methods ({', '.join(asynchronous)} async): acquire, "
+                "complete and release must all be async def (an async store) or all plain def (a sync store)"
+            )
+            raise TypeError(msg)
+        known = _async_types[store_type] = kinds["acquire"]
     return known
 
 
 def is_async_store(store: object) -> bool:
-    """Whether ``store`` is awaited: an adapter of this module, or a native async store (``async def acquire``)."""
+    """Whether ``store`` is awaited: an adapter of this module, or a native async store.
+
+    Raises:
+        TypeError: ``acquire``, ``complete`` and ``release`` are not all ``async def`` or all plain.
+    """
     return isinstance(store, (InlineStore, ThreadedStore)) or _is_async_type(type(store))
 
 

@@ -272,7 +272,9 @@ def test_generator_handlers_are_refused_before_any_record_runs():
         AsyncBatchProcessor(EventType.SQS, store=store, max_concurrency=0)
 
 
-def test_bodies_running_at_the_deadline_margin_are_cancelled_released_and_reported():
+def test_bodies_running_at_the_deadline_margin_are_cancelled_and_reported_their_locks_left_to_expire():
+    """A cancellation does not stop work the body handed to a thread: releasing would let a redelivery run it
+    again while it still runs, so the lock is left to its deadline."""
     store = InMemoryPersistenceLayer()
     started = []
 
@@ -291,7 +293,7 @@ def test_bodies_running_at_the_deadline_margin_are_cancelled_released_and_report
     assert "less than 1000 ms" in str(slow.error)
     assert isinstance(slow.error.__cause__, asyncio.CancelledError)
     assert later.outcome.value == "deferred"
-    assert [r.status for r in store.scan()] == [RecordStatus.COMPLETE]  # "fast" only: "slow" was released
+    assert sorted(r.status.value for r in store.scan()) == ["COMPLETE", "IN_PROGRESS"]  # fast done, slow locked
 
 
 def test_without_cancel_at_deadline_a_running_body_finishes():
@@ -382,3 +384,111 @@ def test_a_keyboard_interrupt_stops_the_loop_and_every_other_record_releases_its
         asyncio.run(async_process_partial_response(event, handler, processor))
     assert sorted(ran) == ["boom", "m0", "m1", "m2"]
     assert list(store.scan()) == []  # nothing COMPLETE, no lock left behind
+
+
+# -- what a first review of the async paths found --------------------------------------------------------
+
+
+def test_a_task_held_in_a_result_is_cancelled_when_the_record_fails():
+    store, charges = InMemoryPersistenceLayer(), []
+
+    async def charge(message_id):
+        await asyncio.sleep(0.01)
+        charges.append(message_id)
+
+    async def handler(record):
+        return [asyncio.ensure_future(charge(record.message_id))]  # scheduled, returned, never awaited
+
+    async def run():
+        processor = AsyncBatchProcessor(EventType.SQS, store=store, raise_on_entire_batch_failure=False)
+        response = await async_process_partial_response(sqs_event(sqs_record("m-1", 1)), handler, processor)
+        await asyncio.sleep(0.05)  # time enough for a task left running to charge
+        return response
+
+    assert failures(asyncio.run(run())) == ["m-1"]
+    assert charges == []
+    assert list(store.scan()) == []
+
+
+def test_a_too_large_result_is_committed_without_it_even_when_cancelled_meanwhile(tmp_path):
+    store = GatedStore(SQLitePersistenceLayer(str(tmp_path / "s.db")), "complete")
+
+    async def guarded():
+        async with IdempotencyGuard(KEYED, store=store) as guard:
+            guard.result = "x" * 500_000
+
+    async def run():
+        task = asyncio.ensure_future(guarded())
+        await _cancel_when(store.entered, task)
+        store.gate.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(run())
+    (record,) = store.inner.scan()
+    assert (record.status, record.response) == (RecordStatus.COMPLETE, None)
+
+
+def test_a_commit_that_lands_after_the_deadline_fired_is_reported_processed(tmp_path):
+    store = GatedStore(SQLitePersistenceLayer(str(tmp_path / "s.db")), "complete")
+
+    async def handler(record):
+        return 1
+
+    async def run():
+        processor = AsyncBatchProcessor(EventType.SQS, store=store, deadline_margin_ms=1000)
+        task = asyncio.ensure_future(
+            async_process_partial_response(sqs_event(sqs_record("m-1", 1)), handler, processor, FakeContext(1050))
+        )
+        assert await asyncio.to_thread(store.entered.wait, 10)
+        await asyncio.sleep(0.1)  # the deadline fires while the commit waits
+        store.gate.set()
+        return await task, processor
+
+    response, processor = asyncio.run(run())
+    assert failures(response) == []
+    assert processor.summary.processed == 1
+    assert [r.status for r in store.inner.scan()] == [RecordStatus.COMPLETE]
+
+
+def test_a_store_mixing_async_and_plain_methods_is_refused():
+    class Mixed:
+        def acquire(self, *_):
+            return None
+
+        async def complete(self, *_):
+            return None
+
+        async def release(self, *_):
+            return None
+
+    with pytest.raises(TypeError, match=r"mixes async and plain methods \(complete, release async\)"):
+        as_async_store(Mixed())
+    with pytest.raises(TypeError, match="mixes async and plain methods"), IdempotencyGuard(KEYED, store=Mixed()):
+        pytest.fail("the body ran")
+
+
+def test_an_empty_batch_is_an_empty_response():
+    processor = AsyncBatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer())
+    assert asyncio.run(async_process_partial_response({"Records": []}, lambda record: 1, processor)) == {
+        "batchItemFailures": []
+    }
+    assert processor.summary.records == 0
+
+
+def test_threads_sharing_a_processor_each_read_their_own_summary_after_asyncio_run():
+    processor = AsyncBatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer())
+    both_done, seen = threading.Barrier(2), {}
+
+    def invoke(size):
+        event = sqs_event(*(sqs_record(f"{size}-{i}", i) for i in range(size)))
+        asyncio.run(async_process_partial_response(event, lambda record: 1, processor))
+        both_done.wait(5)
+        seen[size] = processor.summary.records
+
+    threads = [threading.Thread(target=invoke, args=(size,)) for size in (2, 3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert seen == {2: 2, 3: 3}
