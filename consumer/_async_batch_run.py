@@ -17,11 +17,13 @@ from typing import TYPE_CHECKING, Any
 from consumer._async import settle
 from consumer._batch_run import BatchRun, Item, Outcome
 from consumer._handlers import NO_GUARD
+from persistence import InlineStore, as_async_store
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from consumer.guard import IdempotencyGuard
+    from persistence import AsyncPersistenceLayer
 
 
 @dataclass
@@ -32,7 +34,8 @@ class AsyncBatchRun(BatchRun):
     _past_deadline: bool = False
     _aborting: bool = False
     _deadline_cancels: set[asyncio.Task[Any]] = field(default_factory=set)
-    _in_flight: dict[asyncio.Task[Any] | None, IdempotencyGuard] = field(default_factory=dict)
+    _in_flight: dict[int, IdempotencyGuard] = field(default_factory=dict)  # by worker number
+    _store: AsyncPersistenceLayer | None = None
 
     async def arun(self) -> None:
         """Run every item; records sharing an ordering key run one after another, in order.
@@ -41,8 +44,10 @@ class AsyncBatchRun(BatchRun):
         """
         if not self.items:
             return
+        self._store = as_async_store(self.settings.store)  # once per batch, not per record
         queue = collections.deque([self.items] if self.settings.max_workers == 1 else self.groups())
-        workers = [asyncio.ensure_future(self._work(queue)) for _ in range(min(self.settings.max_workers, len(queue)))]
+        count = min(self.settings.max_workers, len(queue))
+        workers = [asyncio.ensure_future(self._work(queue, number)) for number in range(count)]
         timer = self._deadline_timer(workers)
         try:
             await self._all_finished(workers)
@@ -65,10 +70,11 @@ class AsyncBatchRun(BatchRun):
             await settle(asyncio.wait(workers))
             raise
 
-    async def _work(self, queue: collections.deque[list[Item]]) -> None:
+    async def _work(self, queue: collections.deque[list[Item]], number: int) -> None:
+        inline = isinstance(self._store, InlineStore)
         while queue:
             for item in queue.popleft():
-                await self._arun_item(item)
+                await (self._arun_inline(item, number) if inline else self._arun_item(item, number))
 
     def _blocked(self, item: Item) -> Outcome | None:
         blocked = super()._blocked(item)
@@ -76,30 +82,46 @@ class AsyncBatchRun(BatchRun):
             return Outcome.DEFERRED  # the timer fired: whatever the context's clock says by now
         return blocked
 
-    async def _arun_item(self, item: Item) -> None:
+    async def _arun_item(self, item: Item, number: int) -> None:
         if self._skipped(item):
             return
-        guard = self._in_flight[asyncio.current_task()] = self._guard(item)
+        guard = self._in_flight[number] = self._guard(item)
+        guard._astore = self._store  # noqa: SLF001 - resolved once for the batch, not once per record
         try:
             async with guard as g:
-                result = self.handler(item.record) if self.guard_passing == NO_GUARD else self._call(item.record, g)
-                if hasattr(type(result), "__await__"):  # an async handler (a plain def may return an awaitable too)
-                    result = await result
-                if result is not None or g.result is None:  # a handler may set guard.result and return None
-                    g.result = result
+                await self._body(item, g)
             self._succeeded(item, g)
         except Exception as e:  # noqa: BLE001 - any failure of one record is reported, never raised
             self._failed(item, e)
         except asyncio.CancelledError as e:
-            task = asyncio.current_task()
-            if self._aborting or (task not in self._deadline_cancels and _cancelling(task)):
-                raise  # the invocation is being cancelled (or its loop shut down): not one record's failure
-            self._cancelled(item, guard, task, e)
+            self._cancelled(item, guard, e)
 
-    def _cancelled(
-        self, item: Item, guard: IdempotencyGuard, task: asyncio.Task[Any] | None, cancelled: asyncio.CancelledError
-    ) -> None:
+    async def _arun_inline(self, item: Item, number: int) -> None:
+        """``_arun_item`` for a store called on the loop: the guard's sync face, which is all its async one does."""
+        if self._skipped(item):
+            return
+        guard = self._in_flight[number] = self._guard(item)
+        try:
+            with guard as g:
+                await self._body(item, g)
+            self._succeeded(item, g)
+        except Exception as e:  # noqa: BLE001 - any failure of one record is reported, never raised
+            self._failed(item, e)
+        except asyncio.CancelledError as e:
+            self._cancelled(item, guard, e)
+
+    async def _body(self, item: Item, guard: IdempotencyGuard) -> None:
+        result = self.handler(item.record) if self.guard_passing == NO_GUARD else self._call(item.record, guard)
+        if hasattr(type(result), "__await__"):  # an async handler (a plain def may return an awaitable too)
+            result = await result
+        if result is not None or guard.result is None:  # a handler may set guard.result and return None
+            guard.result = result
+
+    def _cancelled(self, item: Item, guard: IdempotencyGuard, cancelled: asyncio.CancelledError) -> None:
         """A record's body was cancelled by the deadline timer, or raised ``CancelledError`` itself."""
+        task = asyncio.current_task()
+        if self._aborting or (task not in self._deadline_cancels and _cancelling(task)):
+            raise cancelled  # the invocation is being cancelled (or its loop shut down): not one record's failure
         if task not in self._deadline_cancels:
             self._fail(item, Outcome.FAILED, cancelled)
             return
@@ -124,9 +146,9 @@ class AsyncBatchRun(BatchRun):
 
     def _deadline(self, workers: Iterable[asyncio.Task[None]]) -> None:
         self._past_deadline = True
-        for worker in workers:
+        for number, worker in enumerate(workers):
             if not worker.done():
-                guard = self._in_flight.get(worker)
+                guard = self._in_flight.get(number)
                 if guard is not None:
                     # Work the body handed to a thread (asyncio.to_thread, run_in_executor) is not stopped by a
                     # cancellation: a released lock would let a redelivery run it again while it still runs.
