@@ -20,6 +20,7 @@ import multiprocessing
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -530,32 +531,28 @@ def test_an_invocation_cancelled_from_outside_commits_no_interrupted_body_and_ho
 
 
 class LatentStore:
-    """A sync store whose ``slow`` call (``acquire`` or ``complete``) signals, then takes ``delay`` s in its thread
-    before (``when="before"``: the write has not landed yet) or after (``"after"``: landed, answer on its way)
-    the real call. The async face runs it in a ThreadedStore, as SQLite and DynamoDB are run."""
+    """A sync store whose ``slow`` call (``acquire`` or ``complete``) takes ``delay`` s in its thread before
+    (``when="before"``: the write has not landed yet) or after (``"after"``: landed, answer on its way) the real
+    call, and calls ``in_flight(key)`` as that wait begins. The async face runs it in a ThreadedStore, as SQLite
+    and DynamoDB are run."""
 
     def __init__(self, inner: Any, slow: str, when: str, delay: float) -> None:
         self.inner, self.slow, self.when, self.delay = inner, slow, when, delay
-        self.entered: dict[str, threading.Event] = collections.defaultdict(threading.Event)
+        self.in_flight: Callable[[str], None] = lambda key: None
         self.calls: collections.Counter[str] = collections.Counter()
         self._lock = threading.Lock()
 
-    def signal(self, key: str) -> threading.Event:
-        """Set once the slow call for ``key`` is in flight."""
-        with self._lock:
-            return self.entered[key]
-
-    def _call(self, name: str, key: str, call, *args: Any) -> Any:
+    def _call(self, name: str, key: str, call: Callable[..., Any], *args: Any) -> Any:
         with self._lock:
             self.calls[name] += 1
         if name != self.slow:
             return call(*args)
         if self.when == "before":
-            self.signal(key).set()
+            self.in_flight(key)
             time.sleep(self.delay)
             return call(*args)
         result = call(*args)
-        self.signal(key).set()
+        self.in_flight(key)
         time.sleep(self.delay)
         return result
 
@@ -573,15 +570,15 @@ class LatentStore:
 
 
 async def cancel_in_store_calls(store: LatentStore, ledger: Ledger, records: list[dict[str, Any]]) -> list[Any]:
-    """Each record's guard in its own task, cancelled once its slow store call is in flight."""
-
-    async def cancel_when_in_flight(task: asyncio.Task[Any], key: str) -> None:
-        assert await asyncio.to_thread(store.signal(key).wait, 30), f"{key}: the slow call never started"
-        task.cancel()
-
-    tasks = [asyncio.ensure_future(guarded_effect(r, store, ledger, scenario="in-flight", delay=0)) for r in records]
-    await asyncio.gather(*(cancel_when_in_flight(t, key_of(r)) for t, r in zip(tasks, records, strict=True)))
-    return await asyncio.gather(*tasks, return_exceptions=True)
+    """Each record's guard in its own task, cancelled (from the store's thread, through the loop) as soon as its
+    slow store call is in flight."""
+    loop = asyncio.get_running_loop()
+    tasks = {
+        key_of(r): asyncio.ensure_future(guarded_effect(r, store, ledger, scenario="in-flight", delay=0))
+        for r in records
+    }
+    store.in_flight = lambda key: loop.call_soon_threadsafe(tasks[key].cancel)
+    return await asyncio.gather(*tasks.values(), return_exceptions=True)
 
 
 @pytest.mark.slow
