@@ -211,11 +211,28 @@ def as_async_store(
         except TypeError:  # not weakly referenceable
             adapter = _unweakable.get(id(sync), (None, None))[1]
         if adapter is None:
-            adapter = InlineStore(sync) if getattr(sync, "blocking", True) is False else ThreadedStore(sync)
-            try:
-                _adapters[sync] = adapter
-            except TypeError:
-                _unweakable[id(sync)] = (sync, adapter)
+            adapter = _adapter(sync)
     if max_threads is not None and isinstance(adapter, ThreadedStore):
         adapter.reserve(max_threads)
     return adapter
+
+
+def _adapter(store: PersistenceLayer) -> AsyncPersistenceLayer:
+    """Make and remember ``store``'s adapter (the caller holds ``_adapters_lock``).
+
+    The adapter reaches the store through a weak proxy: a strong reference from the value would keep the key of
+    ``_adapters`` alive, and a store built for each invocation would leave its adapter and its idle thread pool
+    behind for the life of the process. The store's users (guards, processors) hold it strongly.
+    """
+    try:
+        target: PersistenceLayer = weakref.proxy(store)
+    except TypeError:  # not weakly referenceable: kept alive with its adapter, so its id stays its own
+        adapter = _make(store)
+        _unweakable[id(store)] = (store, adapter)
+        return adapter
+    adapter = _adapters[store] = _make(target)
+    return adapter
+
+
+def _make(store: PersistenceLayer) -> AsyncPersistenceLayer:
+    return InlineStore(store) if getattr(store, "blocking", True) is False else ThreadedStore(store)

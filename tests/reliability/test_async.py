@@ -624,12 +624,6 @@ def store_threads() -> set[threading.Thread]:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="persistence._async._adapters is a WeakKeyDictionary whose value (the ThreadedStore) holds the store, "
-    "its key, strongly: the entry is never dropped, so every sync store ever used with the async face keeps its "
-    "adapter and its thread pool (idle threads included) for the life of the process",
-)
 @pytest.mark.parametrize("race_factory", ["sqlite"], indirect=True)  # any store run in threads: DynamoDB alike
 def test_stores_built_for_each_invocation_leave_no_store_threads_behind(race_factory, tmp_path):
     """A handler that builds its store in each invocation (as many do): once those stores are gone, their thread
