@@ -36,6 +36,7 @@ class AsyncBatchRun(BatchRun):
     _deadline_cancels: set[asyncio.Task[Any]] = field(default_factory=set)
     _in_flight: dict[int, IdempotencyGuard] = field(default_factory=dict)  # by worker number
     _store: AsyncPersistenceLayer | None = None
+    _inline: bool = False
 
     async def arun(self) -> None:
         """Run every item; records sharing an ordering key run one after another, in order.
@@ -45,6 +46,7 @@ class AsyncBatchRun(BatchRun):
         if not self.items:
             return
         self._store = as_async_store(self.settings.store)  # once per batch, not per record
+        self._inline = isinstance(self._store, InlineStore)
         queue = collections.deque([self.items] if self.settings.max_workers == 1 else self.groups())
         count = min(self.settings.max_workers, len(queue))
         workers = [asyncio.ensure_future(self._work(queue, number)) for number in range(count)]
@@ -71,10 +73,9 @@ class AsyncBatchRun(BatchRun):
             raise
 
     async def _work(self, queue: collections.deque[list[Item]], number: int) -> None:
-        inline = isinstance(self._store, InlineStore)
         while queue:
             for item in queue.popleft():
-                await (self._arun_inline(item, number) if inline else self._arun_item(item, number))
+                await self._arun_item(item, number)
 
     def _blocked(self, item: Item) -> Outcome | None:
         blocked = super()._blocked(item)
@@ -86,25 +87,15 @@ class AsyncBatchRun(BatchRun):
         if self._skipped(item):
             return
         guard = self._in_flight[number] = self._guard(item)
-        guard._astore = self._store  # noqa: SLF001 - resolved once for the batch, not once per record
         try:
-            async with guard as g:
-                await self._body(item, g)
-            self._succeeded(item, g)
-        except Exception as e:  # noqa: BLE001 - any failure of one record is reported, never raised
-            self._failed(item, e)
-        except asyncio.CancelledError as e:
-            self._cancelled(item, guard, e)
-
-    async def _arun_inline(self, item: Item, number: int) -> None:
-        """``_arun_item`` for a store called on the loop: the guard's sync face, which is all its async one does."""
-        if self._skipped(item):
-            return
-        guard = self._in_flight[number] = self._guard(item)
-        try:
-            with guard as g:
-                await self._body(item, g)
-            self._succeeded(item, g)
+            if self._inline:  # a store called on the loop: the guard's sync face, which is all its async one does
+                with guard:
+                    await self._body(item, guard)
+            else:
+                guard._astore = self._store  # noqa: SLF001 - resolved once for the batch, not once per record
+                async with guard:
+                    await self._body(item, guard)
+            self._succeeded(item, guard)
         except Exception as e:  # noqa: BLE001 - any failure of one record is reported, never raised
             self._failed(item, e)
         except asyncio.CancelledError as e:
