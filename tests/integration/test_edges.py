@@ -146,7 +146,7 @@ def test_async_record_handler_is_refused_by_the_sync_processor_before_any_record
     async def handler(record):
         return 1
 
-    with pytest.raises(TypeError, match="is async.*Use AsyncBatchProcessor"):
+    with pytest.raises(TypeError, match=r"is async.*Use AsyncBatchProcessor"):
         process_partial_response(sqs_event(sqs_record("m-1", 1)), handler, processor)
     assert list(store.scan()) == []
 
