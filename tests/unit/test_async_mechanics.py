@@ -492,3 +492,13 @@ def test_threads_sharing_a_processor_each_read_their_own_summary_after_asyncio_r
     for thread in threads:
         thread.join()
     assert seen == {2: 2, 3: 3}
+
+
+def test_importing_the_library_does_not_import_asyncio():
+    """A sync consumer's cold start does not pay for asyncio (15 ms and more): the async run loads on first use."""
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    code = "import sys, consumer, persistence; print(sorted(m for m in ('asyncio', 'inspect') if m in sys.modules))"
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "asyncio" not in shown
