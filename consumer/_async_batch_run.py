@@ -37,6 +37,9 @@ class AsyncBatchRun(BatchRun):
     _in_flight: dict[int, IdempotencyGuard] = field(default_factory=dict)  # by worker number
     _store: AsyncPersistenceLayer | None = None
     _inline: bool = False
+    _queue: collections.deque[list[Item]] = field(default_factory=collections.deque)
+    _workers: list[asyncio.Task[None]] = field(default_factory=list)
+    _hiring: bool = False
 
     async def arun(self) -> None:
         """Run every item; records sharing an ordering key run one after another, in order.
@@ -47,9 +50,9 @@ class AsyncBatchRun(BatchRun):
             return
         self._store = as_async_store(self.settings.store)  # once per batch, not per record
         self._inline = isinstance(self._store, InlineStore)
-        queue = collections.deque([self.items] if self.settings.max_workers == 1 else self.groups())
-        count = min(self.settings.max_workers, len(queue))
-        workers = [asyncio.ensure_future(self._work(queue, number)) for number in range(count)]
+        self._queue = collections.deque([self.items] if self.settings.max_workers == 1 else self.groups())
+        workers = self._workers
+        self._hire()  # the first worker; it calls in the others as soon as a record suspends
         timer = self._deadline_timer(workers)
         try:
             await self._all_finished(workers)
@@ -63,7 +66,8 @@ class AsyncBatchRun(BatchRun):
 
     async def _all_finished(self, workers: list[asyncio.Task[None]]) -> None:
         try:
-            await asyncio.wait(workers)
+            while not all(worker.done() for worker in workers):  # the list grows while we wait
+                await asyncio.wait(list(workers))
         except asyncio.CancelledError:
             # The invocation itself is cancelled: every record still running releases its lock before it ends.
             self._aborting = True
@@ -72,8 +76,23 @@ class AsyncBatchRun(BatchRun):
             await settle(asyncio.wait(workers))
             raise
 
-    async def _work(self, queue: collections.deque[list[Item]], number: int) -> None:
+    def _hire(self) -> None:
+        """Start workers for the groups waiting, up to ``max_workers`` (the first one: just one)."""
+        self._hiring = False
+        wanted = 1 if not self._workers else len(self._queue)
+        while wanted > 0 and len(self._workers) < self.settings.max_workers and not self._aborting:
+            number = len(self._workers)
+            self._workers.append(asyncio.ensure_future(self._work(number)))
+            wanted -= 1
+
+    async def _work(self, number: int) -> None:
+        queue = self._queue
         while queue:
+            if not self._hiring and len(self._workers) < self.settings.max_workers:
+                # Runs on the loop's next turn, which comes only once this worker's record suspends: records
+                # that never suspend are all run by one worker, with no task per record to pay for.
+                self._hiring = True
+                asyncio.get_running_loop().call_soon(self._hire)
             for item in queue.popleft():
                 await self._arun_item(item, number)
 

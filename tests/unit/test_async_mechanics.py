@@ -502,3 +502,27 @@ def test_importing_the_library_does_not_import_asyncio():
     code = "import sys, consumer, persistence; print(sorted(m for m in ('asyncio', 'inspect') if m in sys.modules))"
     shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "asyncio" not in shown
+
+
+def test_records_that_never_suspend_are_run_by_one_task_and_suspending_ones_by_many():
+    """Workers are called in only once a record suspends, so a batch of CPU-only records pays for no task per
+    record; records that wait on I/O still run up to max_concurrency at once."""
+    tasks = {"instant": set(), "waiting": set()}
+    alive = []
+
+    async def instant(record):
+        tasks["instant"].add(asyncio.current_task())
+        alive.append(len(asyncio.all_tasks()))
+
+    async def waiting(record):
+        tasks["waiting"].add(asyncio.current_task())
+        await asyncio.sleep(0.001)
+
+    for name, handler in (("instant", instant), ("waiting", waiting)):
+        processor = AsyncBatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer(), max_concurrency=50)
+        event = sqs_event(*(sqs_record(f"{name}-{i}", i) for i in range(20)))
+        assert failures(asyncio.run(async_process_partial_response(event, handler, processor))) == []
+        assert processor.summary.processed == 20
+    assert len(tasks["instant"]) == 1
+    assert max(alive) == 2  # the invocation's own task and one worker: no task started for nothing
+    assert len(tasks["waiting"]) == 20
