@@ -9,6 +9,7 @@ from typing import Any
 import dynamodb_local
 import pytest
 from faces import FACES
+from redis_server import ValkeyCluster, ValkeyServer, start_cluster, start_standalone
 from stores import StoreFactory
 
 from persistence import DynamoDBPersistenceLayer
@@ -26,6 +27,22 @@ def ddb_server() -> Iterator[dynamodb_local.DynamoDBLocal]:
     server = dynamodb_local.start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[ValkeyServer]:
+    """A standalone valkey-server on a free loopback port, for the whole session (no persistence)."""
+    server = start_standalone()
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[ValkeyCluster]:
+    """A three-primary valkey cluster on loopback, for the whole session (about 2 s to form)."""
+    cluster = start_cluster()
+    yield cluster
+    cluster.stop()
 
 
 CUSTOM_NAMES = {

