@@ -194,7 +194,8 @@ class ValkeyCluster:
 
     def node_for_slot(self, slot: int) -> ValkeyServer:
         """The primary that owns ``slot``."""
-        return self.nodes[slot * len(self.nodes) // SLOTS]
+        ranges = slot_ranges(len(self.nodes))
+        return next(node for node, (first, last) in zip(self.nodes, ranges, strict=True) if first <= slot <= last)
 
     def flush(self) -> None:
         """Delete every key on every primary (FLUSHALL each); loaded scripts stay."""
@@ -209,9 +210,10 @@ class ValkeyCluster:
 
 
 def slot_ranges(primaries: int) -> list[tuple[int, int]]:
-    """The slots of each primary: ``[(0, 5460), (5461, 10922), (10923, 16383)]`` for three."""
-    bounds = [i * SLOTS // primaries for i in range(primaries + 1)]
-    return [(bounds[i], bounds[i + 1] - 1) for i in range(primaries)]
+    """The slots of each primary, split as ``redis-cli --cluster create`` does: 0-5460, 5461-10922, 10923-16383."""
+    per_node = SLOTS / primaries
+    lasts = [round((i + 1) * per_node - 1) for i in range(primaries - 1)] + [SLOTS - 1]
+    return [(0 if i == 0 else lasts[i - 1] + 1, last) for i, last in enumerate(lasts)]
 
 
 def start_cluster(primaries: int = 3, *, timeout: float = 30) -> ValkeyCluster:
