@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 STORE_URL_VARIABLE = "IDEMPOTENCY_STORE_URL"
 DEFAULT_STORE_URL = f"sqlite:///{DEFAULT_PATH}"
 _DYNAMODB_OPTIONS = {"sort_key_attr", "static_pk_value", "key_attr"}
+_REDIS_SCHEMES = {"redis", "rediss", "valkey", "valkeys"}
 
 
 def store_from_url(url: str | None = None) -> PersistenceLayer:
@@ -25,8 +26,9 @@ def store_from_url(url: str | None = None) -> PersistenceLayer:
     Args:
         url: ``sqlite:///relative/path`` or ``sqlite:////absolute/path``; ``memory://``;
             ``dynamodb://TABLE`` with optional query ``endpoint_url``, ``region``, ``sort_key_attr``,
-            ``static_pk_value``, ``key_attr``. ``None``: the ``IDEMPOTENCY_STORE_URL`` environment
-            variable, else ``sqlite:///.idempotency.sqlite3``.
+            ``static_pk_value``, ``key_attr``; ``redis://host:port/db`` (also ``rediss://``, ``valkey://``,
+            ``valkeys://``) with optional query ``key_prefix`` and ``cluster=true``. ``None``: the
+            ``IDEMPOTENCY_STORE_URL`` environment variable, else ``sqlite:///.idempotency.sqlite3``.
 
     Raises:
         ValueError: The URL names no store this library has, or has options it does not know.
@@ -48,7 +50,9 @@ def store_from_url(url: str | None = None) -> PersistenceLayer:
         return SQLitePersistenceLayer(path)
     if parts.scheme == "dynamodb":
         return _dynamodb(url, parts.netloc, parse_qs(parts.query))
-    raise ValueError(f"store URL {url!r}: the scheme must be sqlite, memory or dynamodb")
+    if parts.scheme in _REDIS_SCHEMES:
+        return _redis(url, parse_qs(parts.query))
+    raise ValueError(f"store URL {url!r}: the scheme must be sqlite, memory, dynamodb, redis, rediss or valkey")
 
 
 def _dynamodb(url: str, table: str, query: dict[str, list[str]]) -> DynamoDBPersistenceLayer:
@@ -71,3 +75,12 @@ def _dynamodb(url: str, table: str, query: dict[str, list[str]]) -> DynamoDBPers
         sort_key_attr=options.get("sort_key_attr"),
         static_pk_value=options.get("static_pk_value"),
     )
+
+
+def _redis(url: str, query: dict[str, list[str]]) -> PersistenceLayer:
+    from persistence.redis import RedisPersistenceLayer  # noqa: PLC0415 - the optional store, only when named
+
+    prefix = query.get("key_prefix", ["idempotency:"])[-1]
+    parts = urlsplit(url)
+    rest = "&".join(f"{name}={value}" for name, values in query.items() if name != "key_prefix" for value in values)
+    return RedisPersistenceLayer(url=parts._replace(query=rest).geturl(), key_prefix=prefix)

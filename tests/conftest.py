@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -54,7 +55,7 @@ CUSTOM_NAMES = {
     "validation_key_attr": "hash",
     "lease_attr": "token",
 }
-BACKENDS = ["memory", "sqlite", "dynamodb", "dynamodb-composite", "dynamodb-custom-names"]
+BACKENDS = ["memory", "sqlite", "dynamodb", "dynamodb-composite", "dynamodb-custom-names", "redis", "redis-cluster"]
 
 
 def _factory(backend: str, request: pytest.FixtureRequest, tmp_path) -> StoreFactory:
@@ -62,6 +63,10 @@ def _factory(backend: str, request: pytest.FixtureRequest, tmp_path) -> StoreFac
         return StoreFactory("memory", {"id": request.node.nodeid})
     if backend == "sqlite":
         return StoreFactory("sqlite", {"path": str(tmp_path / "idempotency.sqlite3")})
+    if backend in ("redis", "redis-cluster"):
+        redis = request.getfixturevalue("redis_server" if backend == "redis" else "redis_cluster")
+        url = redis.url + ("?cluster=true" if backend == "redis-cluster" else "")
+        return StoreFactory("redis", {"url": url, "key_prefix": f"t{uuid.uuid4().hex[:12]}:"})
     server: dynamodb_local.DynamoDBLocal = request.getfixturevalue("ddb_server")
     options: dict[str, Any] = {}
     if backend == "dynamodb-composite":
@@ -81,7 +86,7 @@ def store_factory(request: pytest.FixtureRequest, tmp_path) -> StoreFactory:
     return _factory(request.param, request, tmp_path)
 
 
-@pytest.fixture(params=["memory", "sqlite", "dynamodb"])
+@pytest.fixture(params=["memory", "sqlite", "dynamodb", "redis"])
 def race_factory(request: pytest.FixtureRequest, tmp_path) -> StoreFactory:
     """A factory for each kind of backend (for the slower concurrency tests)."""
     return _factory(request.param, request, tmp_path)

@@ -23,6 +23,10 @@ class StoreFactory:
             return _shared_memory_store(self.options["id"])
         if self.backend == "sqlite":
             return SQLitePersistenceLayer(self.options["path"])
+        if self.backend == "redis":
+            from persistence.redis import RedisPersistenceLayer  # noqa: PLC0415 - the optional store
+
+            return RedisPersistenceLayer(url=self.options["url"], key_prefix=self.options["key_prefix"])
         assert self.endpoint_url is not None
         return DynamoDBPersistenceLayer(boto3_client=dynamodb_local.client_for(self.endpoint_url), **self.options)
 

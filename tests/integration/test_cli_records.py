@@ -170,7 +170,7 @@ def test_table_create_is_idempotent_and_enables_ttl(ddb_server):
 
 
 def test_errors_are_one_line_with_usage_exit_2():
-    bad_url = cli("records", "list", "--store", "redis://x")
+    bad_url = cli("records", "list", "--store", "memcached://x")
     assert (bad_url.returncode, bad_url.stderr.count("\n")) == (2, 1)
     assert cli("records", "list", "--status", "DONE").returncode == 2
     assert cli("records").returncode == 2

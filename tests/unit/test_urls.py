@@ -37,7 +37,7 @@ def test_dynamodb_url_options():
 @pytest.mark.parametrize(
     ("url", "message"),
     [
-        ("redis://localhost", "the scheme must be sqlite, memory or dynamodb"),
+        ("memcached://localhost", "the scheme must be sqlite, memory, dynamodb, redis, rediss or valkey"),
         ("sqlite://", "names no file"),
         ("dynamodb://", "names no table"),
         ("dynamodb://T?colour=red", "unknown options \\['colour'\\]"),
@@ -46,3 +46,12 @@ def test_dynamodb_url_options():
 def test_bad_urls_are_clear_errors(url, message):
     with pytest.raises(ValueError, match=message):
         store_from_url(url)
+
+
+def test_redis_urls_name_a_redis_store_with_its_prefix():
+    from persistence.redis import RedisPersistenceLayer  # noqa: PLC0415 - the optional store
+
+    store = store_from_url("valkey://127.0.0.1:1/2?key_prefix=orders:&cluster=true")
+    assert isinstance(store, RedisPersistenceLayer)
+    assert (store.url, store.key_prefix) == ("valkey://127.0.0.1:1/2?cluster=true", "orders:")
+    assert store_from_url("rediss://cache:6380/0").key_prefix == "idempotency:"

@@ -1,0 +1,266 @@
+"""Records in Redis or Valkey (standalone, ElastiCache, MemoryDB, a cluster): one Lua script per transition.
+
+Each record is one hash under ``{key_prefix}{record key}``; every script touches that one key, so the store works
+unchanged on a cluster. Expiry is judged by the library's clock, as for every store; the key also gets a Redis
+expiry, so finished records vanish on their own: set relative to the library's clock (``PEXPIRE`` of the time
+left by that clock, plus a margin), never as an absolute time, so a server clock ahead of ours cannot drop a
+record that still counts. A commit carries the remaining time over: the new expiry is the old key's remaining
+time plus however much later the new ``expires_at`` is.
+
+redis-py (or valkey-py, which has the same interface) is an optional dependency: ``idempotent-consumer[redis]``.
+Importing :mod:`persistence` never imports it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, urlsplit, urlunsplit
+
+from persistence._attributes import check_size
+from persistence._base import (
+    blocking,
+    confirm_complete,
+    confirm_release,
+    decode_record,
+    require_status,
+    require_stored_status,
+)
+from persistence._errors import PersistenceLayerError
+from persistence._record import MS_PER_SECOND, IdempotencyRecord, RecordStatus
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+_FIELDS = ("status", "expires_at", "in_progress_expires_at", "lease", "response", "payload_hash")
+
+# acquire: write the IN_PROGRESS record IF the key is absent, OR expired (expires_at < now_s), OR IN_PROGRESS past
+# its lock deadline (in_progress_expires_at < now_ms); ELSE return the record that holds it, in the same round trip.
+#   KEYS[1] the record   ARGV[1] now_s   ARGV[2] now_ms   ARGV[3] ms to live   ARGV[4..] field, value, ...
+_ACQUIRE = """
+local cur = redis.call('HMGET', KEYS[1], 'status', 'expires_at', 'in_progress_expires_at', 'lease', 'response',
+                       'payload_hash')
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  local expires_at, deadline = tonumber(cur[2]), tonumber(cur[3])
+  if (cur[1] ~= 'IN_PROGRESS' and cur[1] ~= 'COMPLETE') or expires_at == nil then return cur end
+  local expired = expires_at < tonumber(ARGV[1])
+  local lock_expired = cur[1] == 'IN_PROGRESS' and deadline ~= nil and deadline < tonumber(ARGV[2])
+  if not (expired or lock_expired) then return cur end
+end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], unpack(ARGV, 4))
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return false
+"""
+
+# complete: replace the holder's IN_PROGRESS record by its COMPLETE one IF lease = mine AND status = IN_PROGRESS;
+# ELSE return what is there (nothing, someone else's record, or ours already COMPLETE: a retried request).
+# The key's time to live becomes what the lock's had left plus the move of expires_at (both by our clock).
+#   KEYS[1] the record   ARGV[1] lease   ARGV[2] new expires_at (s)   ARGV[3] margin ms   ARGV[4..] field, value, ...
+_COMPLETE = """
+local cur = redis.call('HMGET', KEYS[1], 'status', 'lease', 'expires_at')
+if cur[1] == 'IN_PROGRESS' and cur[2] == ARGV[1] then
+  local left = redis.call('PTTL', KEYS[1])
+  if left < 0 then left = tonumber(ARGV[3]) end
+  local ttl = (tonumber(ARGV[2]) - tonumber(cur[3])) * 1000 + left
+  if ttl < 1 then ttl = 1 end
+  redis.call('DEL', KEYS[1])
+  redis.call('HSET', KEYS[1], unpack(ARGV, 4))
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  return false
+end
+return redis.call('HMGET', KEYS[1], 'status', 'expires_at', 'in_progress_expires_at', 'lease', 'response',
+                  'payload_hash')
+"""
+
+# release: delete the record IF lease = mine; ELSE return what is there (nothing counts as released).
+#   KEYS[1] the record   ARGV[1] lease
+_RELEASE = """
+local cur = redis.call('HMGET', KEYS[1], 'status', 'expires_at', 'in_progress_expires_at', 'lease', 'response',
+                       'payload_hash')
+if cur[4] == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  return false
+end
+return cur
+"""
+
+
+class RedisPersistenceLayer:
+    """Records in Redis or Valkey, each transition one atomic Lua script (one round trip, fenced by the lease).
+
+    Example:
+        >>> store = RedisPersistenceLayer(url="redis://127.0.0.1:6379/0", key_prefix="orders:")
+        >>> store.key_prefix
+        'orders:'
+    """
+
+    def __init__(
+        self,
+        client: Any = None,
+        *,
+        url: str | None = None,
+        key_prefix: str = "idempotency:",
+        expiry_margin_seconds: int = 300,
+    ) -> None:
+        """Configure the store; nothing is sent until the first call.
+
+        Args:
+            client: A client you built: redis-py's ``Redis`` or ``RedisCluster``, or anything with their
+                interface (valkey-py). Exactly one of ``client`` and ``url``.
+            url: ``redis://``, ``rediss://``, ``valkey://`` or ``valkeys://`` URL (add ``?cluster=true`` for a
+                cluster); the client is built on first use.
+            key_prefix: Where this store's keys live; ``records list`` scans only these.
+            expiry_margin_seconds: Added to the time a record has left (by our clock) for the key's Redis
+                expiry: the slack for a server that runs fast or a commit long after the lock.
+
+        Raises:
+            ValueError: Neither or both of ``client`` and ``url``; a negative margin.
+        """
+        if (client is None) == (url is None):
+            raise ValueError("pass exactly one of client= (a redis-py client) and url=")
+        if expiry_margin_seconds < 0:
+            raise ValueError(f"expiry_margin_seconds must not be negative, got {expiry_margin_seconds}")
+        self.key_prefix = key_prefix
+        self.url = url
+        self.expiry_margin_seconds = expiry_margin_seconds
+        self._client = client
+        self._scripts: dict[str, Callable[..., Any]] = {}
+
+    @property
+    def client(self) -> Any:
+        """The redis-py client (built from ``url`` on first use)."""
+        if self._client is None:
+            self._client = client_from_url(self.url or "")
+        return self._client
+
+    def _script(self, name: str, source: str) -> Callable[..., Any]:
+        # register_script calls EVALSHA, and loads the script again when the server answers NOSCRIPT.
+        script = self._scripts.get(name)
+        if script is None:
+            script = self._scripts[name] = self.client.register_script(source)
+        return script
+
+    def _run(self, key: str, name: str, source: str, args: list[Any]) -> Any:
+        from redis.exceptions import RedisError  # noqa: PLC0415 - the optional dependency, only when used
+
+        try:
+            return self._script(name, source)(keys=[self.key_prefix + key], args=args)
+        except RedisError as e:
+            raise PersistenceLayerError(f"Redis store failed on {key!r}: {e}", key=key) from e
+        except UnicodeEncodeError as e:
+            raise PersistenceLayerError(f"Redis store cannot encode the text of {key!r}: {e}", key=key) from e
+
+    def acquire(self, record: IdempotencyRecord, now_ms: int) -> IdempotencyRecord | None:
+        """See :meth:`persistence.PersistenceLayer.acquire`."""
+        require_status(record, RecordStatus.IN_PROGRESS, "acquire")
+        check_size(record)
+        ttl_ms = max(1, (record.expires_at + self.expiry_margin_seconds) * MS_PER_SECOND - now_ms)
+        args = [now_ms // MS_PER_SECOND, now_ms, ttl_ms, *_pairs(record)]
+        found = self._run(record.key, "acquire", _ACQUIRE, args)
+        return None if found is None else blocking(record, _decode(record.key, found, present=True))
+
+    def complete(self, record: IdempotencyRecord) -> None:
+        """See :meth:`persistence.PersistenceLayer.complete`."""
+        require_status(record, RecordStatus.COMPLETE, "complete")
+        check_size(record)
+        margin_ms = self.expiry_margin_seconds * MS_PER_SECOND
+        fields = _pairs(record, lock_deadline=False)  # a COMPLETE record has no lock deadline
+        found = self._run(record.key, "complete", _COMPLETE, [record.lease, record.expires_at, margin_ms, *fields])
+        if found is not None:
+            confirm_complete(record, _decode(record.key, found))
+
+    def release(self, key: str, lease: str) -> None:
+        """See :meth:`persistence.PersistenceLayer.release`."""
+        found = self._run(key, "release", _RELEASE, [lease])
+        if found is not None:
+            confirm_release(key, _decode(key, found))
+
+    def get(self, key: str) -> IdempotencyRecord | None:
+        """See :meth:`persistence.PersistenceLayer.get`."""
+        return _decode(key, self._command(key, lambda c: c.hmget(self.key_prefix + key, _FIELDS)))
+
+    def delete(self, key: str) -> bool:
+        """See :meth:`persistence.PersistenceLayer.delete`."""
+        return bool(self._command(key, lambda c: c.delete(self.key_prefix + key)))
+
+    def scan(self, status: RecordStatus | None = None, limit: int | None = None) -> Iterator[IdempotencyRecord]:
+        """See :meth:`persistence.PersistenceLayer.scan`. Scans only ``key_prefix``, on every primary of a cluster."""
+        require_stored_status(status)
+        pattern = _glob_escape(self.key_prefix) + "*"
+        keys = self._command(None, lambda c: sorted(_text(k) for k in c.scan_iter(match=pattern, count=500)))
+        found = 0
+        for stored in keys:
+            if limit is not None and found >= limit:
+                return
+            record = self.get(stored[len(self.key_prefix) :])
+            if record is not None and (status is None or record.status is status):
+                found += 1
+                yield record
+
+    def _command(self, key: str | None, call: Callable[[Any], Any]) -> Any:
+        from redis.exceptions import RedisError  # noqa: PLC0415 - the optional dependency, only when used
+
+        try:
+            return call(self.client)
+        except RedisError as e:
+            raise PersistenceLayerError(f"Redis store failed on {key!r}: {e}", key=key) from e
+        except UnicodeEncodeError as e:  # a key holding a lone surrogate has no UTF-8 form
+            raise PersistenceLayerError(f"Redis store cannot encode the text of {key!r}: {e}", key=key) from e
+
+
+def _pairs(record: IdempotencyRecord, *, lock_deadline: bool = True) -> list[Any]:
+    """The record's fields as ``field, value, ...`` for HSET (absent values are not written)."""
+    deadline = record.in_progress_expires_at if lock_deadline else None
+    values = (record.status.value, record.expires_at, deadline, record.lease, record.response, record.payload_hash)
+    return [part for name, value in zip(_FIELDS, values, strict=True) if value is not None for part in (name, value)]
+
+
+def _text(value: Any) -> Any:
+    return value.decode("utf-8") if isinstance(value, bytes) else value
+
+
+def _decode(key: str, found: list[Any], *, present: bool = False) -> IdempotencyRecord | None:
+    """The record an HMGET of every field returned, or ``None`` when the key holds nothing.
+
+    ``present``: the key is known to exist (the acquire script said so), so no field at all is a foreign item.
+    """
+    values = [_text(v) for v in found]
+    if not present and all(v is None for v in values):
+        return None
+    try:
+        return decode_record(key=key, **dict(zip(_FIELDS, values, strict=True)))
+    except PersistenceLayerError:
+        raise
+    except UnicodeDecodeError as e:
+        raise PersistenceLayerError(f"stored item {key!r} is not a record this library wrote: {e}", key=key) from e
+
+
+def _glob_escape(text: str) -> str:
+    return "".join("\\" + ch if ch in "*?[]\\" else ch for ch in text)
+
+
+def client_from_url(url: str) -> Any:
+    """A redis-py client for a ``redis://``, ``rediss://``, ``valkey://`` or ``valkeys://`` URL.
+
+    ``?cluster=true`` makes a ``RedisCluster`` (the URL names any one node); the other query options are
+    redis-py's own.
+
+    Raises:
+        ValueError: Another scheme.
+        ImportError: redis-py is not installed (``pip install 'idempotent-consumer[redis]'``).
+    """
+    parts = urlsplit(url)
+    scheme = {"redis": "redis", "valkey": "redis", "rediss": "rediss", "valkeys": "rediss"}.get(parts.scheme)
+    if scheme is None:
+        raise ValueError(f"store URL {url!r}: a Redis URL starts with redis://, rediss://, valkey:// or valkeys://")
+    query = parse_qs(parts.query)
+    cluster = query.pop("cluster", ["false"])[-1].lower() in ("1", "true", "yes")
+    rest = "&".join(f"{name}={value}" for name, values in query.items() for value in values)
+    plain = urlunsplit((scheme, parts.netloc, parts.path, rest, ""))
+    try:
+        import redis  # noqa: PLC0415 - the optional dependency
+        from redis.cluster import RedisCluster  # noqa: PLC0415
+    except ImportError as e:
+        msg = "the Redis store needs redis-py: pip install 'idempotent-consumer[redis]'"
+        raise ImportError(msg) from e
+    return RedisCluster.from_url(plain) if cluster else redis.Redis.from_url(plain)
