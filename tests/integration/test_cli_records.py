@@ -32,10 +32,15 @@ def cli(*args, stdin=""):
                           input=stdin, cwd=ROOT, timeout=60, check=False)  # fmt: skip
 
 
-@pytest.fixture(params=["sqlite", "dynamodb"])
+@pytest.fixture(params=["sqlite", "dynamodb", "redis", "redis-cluster"])
 def store_url(request, tmp_path):
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path}/records.sqlite3"
+    if request.param.startswith("redis"):
+        # Its own prefix: `records list` must show this test's records and no other test's on the same server.
+        server = request.getfixturevalue("redis_server" if request.param == "redis" else "redis_cluster")
+        cluster = "&cluster=true" if request.param == "redis-cluster" else ""
+        return f"{server.url}?key_prefix=cli-{tmp_path.name}:{cluster}"
     server = request.getfixturevalue("ddb_server")
     return f"dynamodb://{server.create_table()}?endpoint_url={server.endpoint_url}&region=us-east-1"
 
@@ -271,6 +276,9 @@ def _write_foreign(url: str, key: str) -> None:
         with contextlib.closing(sqlite3.connect(store.path)) as conn, conn:
             conn.execute("INSERT INTO records (key, status, expires_at, lease) VALUES (?, 'PENDING', ?, 'x')",
                          (key, int(time.time()) + 3600))  # fmt: skip
+        return
+    if hasattr(store, "key_prefix"):  # Redis: another library's hash under our prefix
+        store.client.hset(store.key_prefix + key, mapping={"status": "PENDING", "expires_at": int(time.time()) + 3600})
         return
     assert isinstance(store, DynamoDBPersistenceLayer)
     expiry = str(int(time.time()) + 3600)
