@@ -141,14 +141,8 @@ class RedisPersistenceLayer:
         return script
 
     def _run(self, key: str, name: str, source: str, args: list[Any]) -> Any:
-        from redis.exceptions import RedisError  # noqa: PLC0415 - the optional dependency, only when used
-
-        try:
-            return self._script(name, source)(keys=[self.key_prefix + key], args=args)
-        except RedisError as e:
-            raise PersistenceLayerError(f"Redis store failed on {key!r}: {e}", key=key) from e
-        except UnicodeEncodeError as e:
-            raise PersistenceLayerError(f"Redis store cannot encode the text of {key!r}: {e}", key=key) from e
+        stored = self.key_prefix + key
+        return self._command(key, lambda _: self._script(name, source)(keys=[stored], args=args))
 
     def acquire(self, record: IdempotencyRecord, now_ms: int) -> IdempotencyRecord | None:
         """See :meth:`persistence.PersistenceLayer.acquire`."""
@@ -224,15 +218,13 @@ def _decode(key: str, found: list[Any], *, present: bool = False) -> Idempotency
 
     ``present``: the key is known to exist (the acquire script said so), so no field at all is a foreign item.
     """
-    values = [_text(v) for v in found]
-    if not present and all(v is None for v in values):
-        return None
     try:
-        return decode_record(key=key, **dict(zip(_FIELDS, values, strict=True)))
-    except PersistenceLayerError:
-        raise
+        values = [_text(v) for v in found]
     except UnicodeDecodeError as e:
         raise PersistenceLayerError(f"stored item {key!r} is not a record this library wrote: {e}", key=key) from e
+    if not present and all(v is None for v in values):
+        return None
+    return decode_record(key=key, **dict(zip(_FIELDS, values, strict=True)))
 
 
 def _glob_escape(text: str) -> str:
