@@ -1,10 +1,11 @@
 """One invocation's run over a batch with asyncio: the sync run's rules, records as tasks, and the deadline.
 
 The scheduling rules (ordering groups, what is skipped or deferred, FIFO and stream failure rules) are
-:class:`~consumer._batch_run.BatchRun`'s own; this module adds only how records are started (a fixed set of
-worker tasks taking groups in batch order, ``max_concurrency`` of them) and one thing a thread cannot do: at
-the deadline margin, the bodies still running are cancelled, so they release their locks and are reported
-failed, and the invocation returns its partial response instead of timing out.
+:class:`~consumer._batch_run.BatchRun`'s own; this module adds only how records are started (worker tasks
+taking groups in batch order, at most ``max_concurrency`` of them, a new one called in only once a record
+suspends) and one thing a thread cannot do: at the deadline margin, the bodies still running are cancelled and
+reported failed, their locks left to expire, and the invocation returns its partial response instead of timing
+out.
 """
 
 from __future__ import annotations
@@ -60,7 +61,9 @@ class AsyncBatchRun(BatchRun):
             if timer is not None:
                 timer.cancel()
         self._settle_unreached()
-        for worker in workers:  # a BaseException of a handler (KeyboardInterrupt, SystemExit) fails the invocation
+        # A BaseException of a handler fails the invocation (KeyboardInterrupt and SystemExit never get here:
+        # asyncio lets them out of the loop at once).
+        for worker in workers:
             if not worker.cancelled() and worker.exception() is not None:
                 raise worker.exception()  # type: ignore[misc]  # checked just above
 

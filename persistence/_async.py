@@ -187,6 +187,9 @@ def as_async_store(
     - any other sync store runs in a :class:`ThreadedStore` pool of ``max_threads`` threads (default
       :data:`DEFAULT_STORE_THREADS`; asking for more later raises the bound).
 
+    The adapter of a sync store reaches it through a weak reference (so a store built per invocation takes its
+    thread pool with it): keep the store itself alive for as long as you use the adapter.
+
     Example:
         >>> from persistence import InMemoryPersistenceLayer, SQLitePersistenceLayer
         >>> type(as_async_store(InMemoryPersistenceLayer())).__name__
@@ -199,22 +202,21 @@ def as_async_store(
         return store  # type: ignore[return-value]  # checked just above
     sync: PersistenceLayer = store  # type: ignore[assignment]  # the other member of the union
     if max_threads is None:  # the per-record path: no lock once the adapter exists
-        try:
-            known = _adapters.get(sync)
-        except TypeError:
-            known = None
+        known = _remembered(sync)
         if known is not None:
             return known
     with _adapters_lock:
-        try:
-            adapter = _adapters.get(sync)
-        except TypeError:  # not weakly referenceable
-            adapter = _unweakable.get(id(sync), (None, None))[1]
-        if adapter is None:
-            adapter = _adapter(sync)
+        adapter = _remembered(sync) or _adapter(sync)
     if max_threads is not None and isinstance(adapter, ThreadedStore):
         adapter.reserve(max_threads)
     return adapter
+
+
+def _remembered(store: PersistenceLayer) -> AsyncPersistenceLayer | None:
+    try:
+        return _adapters.get(store)
+    except TypeError:  # not weakly referenceable
+        return _unweakable.get(id(store), (None, None))[1]
 
 
 def _adapter(store: PersistenceLayer) -> AsyncPersistenceLayer:
