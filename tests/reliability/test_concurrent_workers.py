@@ -41,7 +41,7 @@ def _worker(factory, records, ledger_path, worker, results) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("race_factory", ["sqlite", "dynamodb"], indirect=True)
+@pytest.mark.parametrize("race_factory", ["sqlite", "dynamodb", "redis"], indirect=True)
 def test_eight_processes_one_batch_exactly_once(race_factory, tmp_path, report):
     records = batch_with_duplicates(UNIQUE, DUPLICATES, seed=7)
     ledger_path = str(tmp_path / "ledger.sqlite3")
