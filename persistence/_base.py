@@ -17,7 +17,7 @@ class PersistenceLayer(Protocol):
     """Where idempotency records live.
 
     Each of ``acquire``, ``complete`` and ``release`` is ONE atomic conditional write. Bring your own
-    store by implementing these methods; ``tests/conformance`` is the suite it must pass.
+    store by implementing these methods; :class:`persistence.testing.StoreContract` is the suite it must pass.
     """
 
     def acquire(self, record: IdempotencyRecord, now_ms: int) -> IdempotencyRecord | None:

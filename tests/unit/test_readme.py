@@ -11,8 +11,9 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 BLOCK = re.compile(r"```python\n(.*?)```(?:\n\n```text\n(.*?)```)?", re.DOTALL)
 
 
-def test_readme_examples_run_and_print_what_they_claim(tmp_path, monkeypatch):
+def test_readme_examples_run_and_print_what_they_claim(tmp_path, monkeypatch, redis_server):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("REDIS_URL", redis_server.url)
     blocks = BLOCK.findall(README.read_text())
     assert sum(1 for _, expected in blocks if expected) >= 2, "the README's output blocks were not found"
     namespace: dict[str, object] = {}
@@ -29,7 +30,10 @@ def test_every_test_the_readme_names_exists():
     assert len(named) >= 30, "the Guarantees and limits section names its tests"
     defined = {
         m
-        for path in README.parent.joinpath("tests").rglob("test_*.py")
+        for path in [
+            *README.parent.joinpath("tests").rglob("test_*.py"),
+            *README.parent.glob("persistence/testing/_*.py"),
+        ]
         for m in re.findall(r"def (test_\w+)", path.read_text())
     }
     assert named - defined == set()

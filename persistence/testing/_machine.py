@@ -1,24 +1,35 @@
-"""Hypothesis state machine: holders with a jumping clock never both hold a live lock, and a stale
-holder's write is always refused. The store must agree with a reference model at every step."""
+"""The lock state machine: holders with a jumping clock, checked against a reference model.
+
+No two holders ever both hold a live lock, a stale holder's write is always refused, and the store agrees with
+the model at every step.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import uuid
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
-from records import NOW_MS, done
 
-from persistence import IdempotencyRecord, LockLostError, RecordStatus
+from persistence._errors import LockLostError
+from persistence._record import IdempotencyRecord, RecordStatus
+from persistence.testing._records import NOW_MS, done
+
+if TYPE_CHECKING:
+    from persistence._base import PersistenceLayer
+    from persistence.testing._races import ContractSettings
 
 HOLDERS = st.sampled_from(["a", "b", "c"])
 
 
 class LockMachine(RuleBasedStateMachine):
-    store = None  # set per backend by the test
+    """Three holders acquire, complete and release one key while the clock jumps."""
+
+    store: PersistenceLayer  # set on a subclass per store
 
     def __init__(self) -> None:
         super().__init__()
@@ -28,12 +39,9 @@ class LockMachine(RuleBasedStateMachine):
         self.held: dict[str, IdempotencyRecord] = {}  # the last record each holder acquired
         self.believers: set[str] = set()  # holders who acquired and have not finished
 
-    @rule(
-        holder=HOLDERS,
-        lock_ms=st.sampled_from([500, 1000, 60_000]),
-        expires_s=st.sampled_from([1, 60, 3600]),
-    )
-    def acquire(self, holder, lock_ms, expires_s):
+    @rule(holder=HOLDERS, lock_ms=st.sampled_from([500, 1000, 60_000]), expires_s=st.sampled_from([1, 60, 3600]))
+    def acquire(self, holder: str, lock_ms: int, expires_s: int) -> None:
+        """A holder tries to take the key."""
         record = IdempotencyRecord.in_progress(
             self.key, expires_at=self.now_ms // 1000 + expires_s, lock_deadline_ms=self.now_ms + lock_ms
         )
@@ -48,12 +56,13 @@ class LockMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.held)
     @rule(holder=HOLDERS, response=st.sampled_from(["0", '""', "[]", "false", "null", '"ü"']))
-    def complete(self, holder, response):
+    def complete(self, holder: str, response: str) -> None:
+        """A holder commits under the lease it last acquired."""
         held = self.held.get(holder)
         if held is None:
             return
         mine = self.model is not None and self.model.lease == held.lease
-        ours = mine and self.model.status is RecordStatus.IN_PROGRESS
+        ours = mine and self.model is not None and self.model.status is RecordStatus.IN_PROGRESS
         record = done(held, response, expires_at=self.now_ms // 1000 + 60)
         if ours:
             self.store.complete(record)
@@ -67,7 +76,8 @@ class LockMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.held)
     @rule(holder=HOLDERS)
-    def release(self, holder):
+    def release(self, holder: str) -> None:
+        """A holder releases under the lease it last acquired."""
         held = self.held.get(holder)
         if held is None:
             return
@@ -80,20 +90,30 @@ class LockMachine(RuleBasedStateMachine):
         self.believers.discard(holder)
 
     @rule(ms=st.one_of(st.integers(0, 2_000), st.integers(50_000, 70_000), st.just(3_700_000)))
-    def tick(self, ms):
+    def tick(self, ms: int) -> None:
+        """The clock jumps forward."""
         self.now_ms += ms
 
     @invariant()
-    def store_agrees_with_the_model(self):
+    def store_agrees_with_the_model(self) -> None:
+        """The stored record is the model's."""
         assert self.store.get(self.key) == self.model
 
     @invariant()
-    def at_most_one_live_holder(self):
-        live = [h for h in self.believers if self.held[h].in_progress_expires_at >= self.now_ms]
+    def at_most_one_live_holder(self) -> None:
+        """No two holders believe they hold a live lock."""
+        live = [h for h in self.believers if (self.held[h].in_progress_expires_at or 0) >= self.now_ms]
         assert len(live) <= 1, live
 
 
-def test_lock_state_machine(race_factory):
-    machine = type("LockMachineOnStore", (LockMachine,), {"store": race_factory()})
-    examples = 20 if race_factory.backend == "dynamodb" else 60
-    run_state_machine_as_test(machine, settings=settings(max_examples=examples, stateful_step_count=25, deadline=None))
+def run_lock_machine(store: PersistenceLayer, contract: ContractSettings) -> None:
+    """Run the lock state machine against ``store``."""
+    machine = type("LockMachineOnStore", (LockMachine,), {"store": store})
+    run_state_machine_as_test(
+        machine,
+        settings=settings(
+            max_examples=contract.state_machine_examples,
+            stateful_step_count=contract.state_machine_steps,
+            deadline=None,
+        ),
+    )

@@ -1,0 +1,74 @@
+"""The store contract as a pytest suite: prove that a store you bring meets it, as every shipped store does.
+
+Subclass :class:`StoreContract` in a test module and give it a ``store_factory`` fixture: a callable with no
+arguments that returns a store. Every call during one test must return a store on the same, initially empty,
+data (the race tests build one per thread or process); each test must start from empty data::
+
+    import pytest
+    from persistence.testing import StoreContract
+
+    from my_project.stores import PostgresPersistenceLayer
+
+
+    class TestPostgresStore(StoreContract):
+        @pytest.fixture
+        def store_factory(self, postgres_url):
+            schema = fresh_schema(postgres_url)
+            return lambda: PostgresPersistenceLayer(postgres_url, schema=schema)
+
+The suite covers every row of the transition table (acquire, complete, release, with leases and expiry judged
+by the ``now_ms`` the store is given), exact round trips of responses and keys, the 400 KB item limit, text
+with no UTF-8 form, the operator calls (``get``, ``delete``, ``scan``), races between threads and between
+processes, and a Hypothesis state machine. Override the ``contract_settings`` fixture to scale the races
+(:class:`ContractSettings`); ``processes=0`` for a store whose data lives in one process. The process race
+needs a picklable factory (a module-level function or a dataclass, not a lambda).
+
+Needs pytest (and Hypothesis for the state machine): ``pip install 'idempotent-consumer[testing]'``. Importing
+:mod:`persistence` never imports this module.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from persistence.testing._content import ContentContract, EncodingContract, OperatorContract
+from persistence.testing._races import ContractSettings, RaceContract, StoreFactory, race_processes, race_threads
+from persistence.testing._records import HOUR_S, NOW_MS, NOW_S, done, lock, stored, taken_over
+from persistence.testing._transitions import AcquireContract, CompleteContract, ReleaseContract
+
+if TYPE_CHECKING:
+    from persistence._base import PersistenceLayer
+
+__all__ = [
+    "HOUR_S",
+    "NOW_MS",
+    "NOW_S",
+    "ContractSettings",
+    "StoreContract",
+    "StoreFactory",
+    "done",
+    "lock",
+    "race_processes",
+    "race_threads",
+    "stored",
+    "taken_over",
+]
+
+
+class StoreContract(
+    AcquireContract,
+    CompleteContract,
+    ReleaseContract,
+    ContentContract,
+    EncodingContract,
+    OperatorContract,
+    RaceContract,
+):
+    """The whole store contract; subclass it (as ``Test...``) and provide a ``store_factory`` fixture."""
+
+    @pytest.fixture
+    def store(self, store_factory: StoreFactory) -> PersistenceLayer:
+        """A store from ``store_factory``, for the tests that need one."""
+        return store_factory()

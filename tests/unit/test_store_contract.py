@@ -1,0 +1,123 @@
+"""The shipped contract (``persistence.testing``) as a user runs it, from their own test file outside this
+repository: it passes a sound store and catches each of three broken ones at the rule they break."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import xml.etree.ElementTree as ET
+
+import pytest
+
+USER_TESTS = textwrap.dedent(
+    """
+    import time
+
+    import pytest
+
+    from persistence import InMemoryPersistenceLayer, LockLostError
+    from persistence.testing import ContractSettings, StoreContract
+
+
+    class CheckThenSet(InMemoryPersistenceLayer):
+        '''Reads, then writes, with no lock around the two: two contenders can both see the key free.'''
+
+        def acquire(self, record, now_ms):
+            existing = self._records.get(record.key)
+            if existing is not None and existing.lease != record.lease and not existing.can_be_acquired(now_ms):
+                return existing
+            time.sleep(0.001)
+            self._records[record.key] = record
+            return None
+
+
+    class CompleteIgnoresLease(InMemoryPersistenceLayer):
+        '''Commits whatever it is given: a stale holder overwrites the holder that took over.'''
+
+        def complete(self, record):
+            self._records[record.key] = record
+
+
+    class ReleaseIgnoresLease(InMemoryPersistenceLayer):
+        '''Deletes whatever it is asked to: a stale holder frees a key someone else holds.'''
+
+        def release(self, key, lease):
+            self._records.pop(key, None)
+
+
+    class Contract(StoreContract):
+        store_class = InMemoryPersistenceLayer
+
+        @pytest.fixture
+        def store_factory(self):
+            store = self.store_class()
+            return lambda: store
+
+        @pytest.fixture
+        def contract_settings(self):
+            return ContractSettings(processes=0, rounds=30, state_machine_examples=30)
+
+
+    class TestSound(Contract):
+        pass
+
+
+    class TestCheckThenSet(Contract):
+        store_class = CheckThenSet
+
+
+    class TestCompleteIgnoresLease(Contract):
+        store_class = CompleteIgnoresLease
+
+
+    class TestReleaseIgnoresLease(Contract):
+        store_class = ReleaseIgnoresLease
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory) -> dict[str, dict[str, str]]:
+    """Run the user's test file in a fresh pytest outside the repository; outcome of each test, by class."""
+    home = tmp_path_factory.mktemp("user_project")
+    (home / "test_my_store.py").write_text(USER_TESTS, encoding="utf-8")
+    report = home / "report.xml"
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}"]
+    result = subprocess.run(command, cwd=home, capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode in (0, 1), result.stdout + result.stderr
+    found: dict[str, dict[str, str]] = {}
+    for case in ET.parse(report).iter("testcase"):  # noqa: S314 - the report the pytest above just wrote
+        outcome = next((tag for tag in ("failure", "error", "skipped") if case.find(tag) is not None), "passed")
+        found.setdefault(case.get("classname", "").rsplit(".", 1)[-1], {})[case.get("name", "")] = outcome
+    return found
+
+
+def test_a_sound_store_passes_every_test_of_the_contract(outcomes):
+    sound = outcomes["TestSound"]
+    assert len(sound) > 50
+    assert {name for name, outcome in sound.items() if outcome != "passed"} == {
+        "test_processes_race_with_one_winner_per_round"  # processes=0: its data lives in one process
+    }
+
+
+def failed(outcomes, store: str) -> set[str]:
+    return {name for name, outcome in outcomes[store].items() if outcome == "failure"}
+
+
+def test_a_store_that_checks_then_sets_loses_the_race(outcomes):
+    assert "test_threads_race_with_one_winner_per_round" in failed(outcomes, "TestCheckThenSet")
+
+
+def test_a_store_whose_commit_ignores_the_lease_is_caught(outcomes):
+    caught = failed(outcomes, "TestCompleteIgnoresLease")
+    assert "test_stale_holder_is_refused_after_a_takeover" in caught
+    assert "test_completing_a_record_that_is_gone_is_refused" in caught
+    assert "test_lock_state_machine" in caught
+
+
+def test_a_store_whose_release_ignores_the_lease_is_caught(outcomes):
+    caught = failed(outcomes, "TestReleaseIgnoresLease")
+    assert "test_stale_holder_release_is_refused_and_deletes_nothing" in caught
+    assert "test_release_of_a_completed_record_is_refused_and_deletes_nothing" in caught
+    assert "test_lock_state_machine" in caught
