@@ -6,11 +6,13 @@ variable ``VALKEY_SERVER`` names another one (a ``redis-server`` 7+ works too), 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import tempfile
 import threading
@@ -322,3 +324,132 @@ class ReplyDroppingProxy:
                 return False
             self.dropped += 1
             return True
+
+
+class FaultProxy:
+    """A loopback relay to a server that injects faults into the requests containing every one of ``markers``.
+
+    Kinds of fault (``KINDS``):
+
+    - ``reset``: the request never reaches the server; the client's connection is reset (RST).
+    - ``refused``: as ``reset``, and the proxy stops listening, so every reconnection is refused (the port is
+      closed) until ``listen()``.
+    - ``lost_reply``: the request reaches the server and runs; its answer is swallowed and the client's
+      connection closed, as a network failure after the server acted would.
+
+    ``arm(markers, kind, times)`` plans the fault for the next ``times`` matching requests; ``injected`` counts
+    the faults by kind, ``history`` lists each one as ``(markers, kind)``. Every other request and answer is relayed
+    as it is.
+    """
+
+    KINDS = ("reset", "refused", "lost_reply")
+
+    def __init__(self, server_port: int) -> None:
+        """Listen on a free loopback port (``.port``) and relay to ``server_port``."""
+        self._server_port = server_port
+        self._lock = threading.Lock()
+        self._plan: list[tuple[tuple[bytes, ...], str]] = []
+        self.injected: dict[str, int] = dict.fromkeys(self.KINDS, 0)
+        self.history: list[tuple[tuple[bytes, ...], str]] = []
+        self._closed = False
+        self._listener: socket.socket | None = socket.create_server((HOST, 0))
+        self.port = int(self._listener.getsockname()[1])
+        self._acceptor = threading.Thread(target=self._accept, daemon=True)
+        self._acceptor.start()
+
+    def arm(self, markers: tuple[bytes, ...], kind: str, times: int = 1) -> None:
+        """The next ``times`` requests that contain every one of ``markers`` meet ``kind``."""
+        if kind not in self.KINDS:
+            raise ValueError(f"kind must be one of {self.KINDS}, not {kind!r}")
+        with self._lock:
+            self._plan.extend([(markers, kind)] * times)
+
+    def disarm(self) -> None:
+        """Drop the faults not injected yet."""
+        with self._lock:
+            self._plan.clear()
+
+    @property
+    def total(self) -> int:
+        """How many faults were injected."""
+        return sum(self.injected.values())
+
+    @property
+    def listening(self) -> bool:
+        """Whether the proxy accepts connections (not after a ``refused`` fault, until ``listen()``)."""
+        return self._listener is not None
+
+    def listen(self) -> None:
+        """Accept connections again on the same port (after a ``refused`` fault)."""
+        with self._lock:
+            if self._listener is None and not self._closed:
+                self._listener = socket.create_server((HOST, self.port))
+
+    def close(self) -> None:
+        """Stop listening and wait for the accepting thread (the connections open end with their clients)."""
+        with self._lock:
+            self._closed = True
+            self._stop_listening()
+        self._acceptor.join(timeout=10)
+
+    def _stop_listening(self) -> None:
+        # shutdown() takes a listening socket out of LISTEN at once, even while select() still refers to it.
+        if self._listener is not None:
+            listener, self._listener = self._listener, None
+            with contextlib.suppress(OSError):
+                listener.shutdown(socket.SHUT_RDWR)
+            listener.close()
+
+    def _accept(self) -> None:
+        while not self._closed:
+            listener = self._listener
+            if listener is None:
+                time.sleep(0.005)
+                continue
+            try:
+                ready, _, _ = select.select([listener], [], [], 0.05)
+                if not ready:
+                    continue
+                client, _ = listener.accept()
+            except (OSError, ValueError):  # the listener was closed meanwhile
+                continue
+            threading.Thread(target=self._relay, args=(client,), daemon=True).start()
+
+    def _take(self, request: bytes) -> str | None:
+        with self._lock:
+            for index, (markers, kind) in enumerate(self._plan):
+                if all(marker in request for marker in markers):
+                    del self._plan[index]
+                    self.injected[kind] += 1
+                    self.history.append((markers, kind))
+                    if kind == "refused":
+                        self._stop_listening()  # before the reset: the client's reconnection must be refused
+                    return kind
+        return None
+
+    def _relay(self, client: socket.socket) -> None:
+        try:
+            with client, socket.create_connection((HOST, self._server_port)) as server:
+                self._pump(client, server)
+        except OSError:  # a connection the client or the server closed abruptly
+            return
+
+    def _pump(self, client: socket.socket, server: socket.socket) -> None:
+        drop_answer = False
+        while True:
+            readable, _, _ = select.select([client, server], [], [])
+            source = readable[0]
+            data = source.recv(65536)
+            if not data:
+                return
+            if source is server:
+                if drop_answer:
+                    return
+                client.sendall(data)
+                continue
+            kind = self._take(data)
+            if kind in ("reset", "refused"):
+                client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                return  # closing with a zero linger time sends RST; the request is never relayed
+            drop_answer = drop_answer or kind == "lost_reply"
+            server.sendall(data)
