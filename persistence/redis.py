@@ -36,17 +36,18 @@ _FIELDS = ("status", "expires_at", "in_progress_expires_at", "lease", "response"
 # acquire: write the IN_PROGRESS record IF the key is absent, OR expired (expires_at < now_s), OR IN_PROGRESS past
 # its lock deadline (in_progress_expires_at < now_ms); ELSE return the record that holds it, in the same round trip.
 #   KEYS[1] the record   ARGV[1] now_s   ARGV[2] now_ms   ARGV[3] ms to live   ARGV[4..] field, value, ...
+# An absent key (the common case) costs one EXISTS before the write: about a third less server time.
 _ACQUIRE = """
-local cur = redis.call('HMGET', KEYS[1], 'status', 'expires_at', 'in_progress_expires_at', 'lease', 'response',
-                       'payload_hash')
 if redis.call('EXISTS', KEYS[1]) == 1 then
+  local cur = redis.call('HMGET', KEYS[1], 'status', 'expires_at', 'in_progress_expires_at', 'lease', 'response',
+                         'payload_hash')
   local expires_at, deadline = tonumber(cur[2]), tonumber(cur[3])
   if (cur[1] ~= 'IN_PROGRESS' and cur[1] ~= 'COMPLETE') or expires_at == nil then return cur end
   local expired = expires_at < tonumber(ARGV[1])
   local lock_expired = cur[1] == 'IN_PROGRESS' and deadline ~= nil and deadline < tonumber(ARGV[2])
   if not (expired or lock_expired) then return cur end
+  redis.call('DEL', KEYS[1])
 end
-redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], unpack(ARGV, 4))
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return false
@@ -132,6 +133,16 @@ class RedisPersistenceLayer:
         if self._client is None:
             self._client = client_from_url(self.url or "")
         return self._client
+
+    def close(self) -> None:
+        """Close the connections of the client this store built from ``url``; a client you passed stays yours.
+
+        The next call builds a new client.
+        """
+        if self.url is not None and self._client is not None:
+            client, self._client = self._client, None
+            self._scripts.clear()
+            client.close()
 
     def _script(self, name: str, source: str) -> Callable[..., Any]:
         # register_script calls EVALSHA, and loads the script again when the server answers NOSCRIPT.
@@ -231,11 +242,17 @@ def _glob_escape(text: str) -> str:
     return "".join("\\" + ch if ch in "*?[]\\" else ch for ch in text)
 
 
+#: A client built from a URL retries a failed connection this many times, 10 ms apart and doubling up to 1 s
+#: (with jitter): what redis-py gives a client built with ``Redis(host=...)``.
+RETRIES, RETRY_BASE_SECONDS, RETRY_CAP_SECONDS = 10, 0.01, 1.0
+
+
 def client_from_url(url: str) -> Any:
     """A redis-py client for a ``redis://``, ``rediss://``, ``valkey://`` or ``valkeys://`` URL.
 
     ``?cluster=true`` makes a ``RedisCluster`` (the URL names any one node); the other query options are
-    redis-py's own.
+    redis-py's own. Connection errors and timeouts are retried (``RETRIES``), as redis-py does for a client
+    built with ``Redis(host=...)``: every script of this store is safe to send again.
 
     Raises:
         ValueError: Another scheme.
@@ -251,8 +268,15 @@ def client_from_url(url: str) -> Any:
     plain = urlunsplit((scheme, parts.netloc, parts.path, rest, ""))
     try:
         import redis  # noqa: PLC0415 - the optional dependency
+        from redis.backoff import ExponentialWithJitterBackoff  # noqa: PLC0415
         from redis.cluster import RedisCluster  # noqa: PLC0415
+        from redis.retry import Retry  # noqa: PLC0415
     except ImportError as e:
         msg = "the Redis store needs redis-py: pip install 'idempotent-consumer[redis]'"
         raise ImportError(msg) from e
-    return RedisCluster.from_url(plain) if cluster else redis.Redis.from_url(plain)
+    # from_url connections retry nothing, unlike a client built with Redis(host=...): a reset connection during a
+    # commit would fail a record whose body ran. Every script is safe to send again (a retry finds its own lease).
+    retry = Retry(ExponentialWithJitterBackoff(base=RETRY_BASE_SECONDS, cap=RETRY_CAP_SECONDS), RETRIES)
+    if cluster:
+        return RedisCluster.from_url(plain, retry=retry)
+    return redis.Redis.from_url(plain, retry=retry)

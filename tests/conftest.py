@@ -11,7 +11,7 @@ import dynamodb_local
 import pytest
 from faces import FACES
 from redis_server import ValkeyCluster, ValkeyServer, start_cluster, start_standalone
-from stores import StoreFactory
+from stores import StoreFactory, close_built_stores
 
 from persistence import DynamoDBPersistenceLayer
 
@@ -81,15 +81,17 @@ def _factory(backend: str, request: pytest.FixtureRequest, tmp_path) -> StoreFac
 
 
 @pytest.fixture(params=BACKENDS)
-def store_factory(request: pytest.FixtureRequest, tmp_path) -> StoreFactory:
+def store_factory(request: pytest.FixtureRequest, tmp_path) -> Iterator[StoreFactory]:
     """A factory for each backend, DynamoDB also on a composite-key table and with custom names."""
-    return _factory(request.param, request, tmp_path)
+    yield _factory(request.param, request, tmp_path)
+    close_built_stores()
 
 
 @pytest.fixture(params=["memory", "sqlite", "dynamodb", "redis"])
-def race_factory(request: pytest.FixtureRequest, tmp_path) -> StoreFactory:
+def race_factory(request: pytest.FixtureRequest, tmp_path) -> Iterator[StoreFactory]:
     """A factory for each kind of backend (for the slower concurrency tests)."""
-    return _factory(request.param, request, tmp_path)
+    yield _factory(request.param, request, tmp_path)
+    close_built_stores()
 
 
 @pytest.fixture

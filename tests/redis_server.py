@@ -302,6 +302,10 @@ class ReplyDroppingProxy:
             threading.Thread(target=self._relay, args=(client,), daemon=True).start()
 
     def _relay(self, client: socket.socket) -> None:
+        with contextlib.suppress(OSError):  # a connection reset by either side ends the relay, not the test run
+            self._relay_until_closed(client)
+
+    def _relay_until_closed(self, client: socket.socket) -> None:
         with client, socket.create_connection((HOST, self._server_port)) as server:
             drop_answer = False
             while True:

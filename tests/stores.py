@@ -26,12 +26,21 @@ class StoreFactory:
         if self.backend == "redis":
             from persistence.redis import RedisPersistenceLayer  # noqa: PLC0415 - the optional store
 
-            return RedisPersistenceLayer(url=self.options["url"], key_prefix=self.options["key_prefix"])
+            store = RedisPersistenceLayer(url=self.options["url"], key_prefix=self.options["key_prefix"])
+            _BUILT.append(store)
+            return store
         assert self.endpoint_url is not None
         return DynamoDBPersistenceLayer(boto3_client=dynamodb_local.client_for(self.endpoint_url), **self.options)
 
 
 _MEMORY_STORES: dict[str, InMemoryPersistenceLayer] = {}
+_BUILT: list[Any] = []  # stores holding connections, closed after each test
+
+
+def close_built_stores() -> None:
+    """Close the connections of every store built so far in this process (a test's teardown)."""
+    while _BUILT:
+        _BUILT.pop().close()
 
 
 def _shared_memory_store(store_id: str) -> InMemoryPersistenceLayer:

@@ -51,7 +51,7 @@ from samples.ledger import Ledger
 CONFIG = IdempotencyConfig(lock_timeout_seconds=120)
 BATCH_SIZE = 10  # SQS's default batch size
 MAX_ROUNDS = 500  # redeliveries before a scenario gives up on a record
-STORES = ["sqlite", "dynamodb"]  # shared across processes and reached through the ThreadedStore
+STORES = ["sqlite", "dynamodb", "redis"]  # shared across processes and reached through the ThreadedStore
 ONE_LOOP_STORES = ["memory", *STORES]  # the in-memory store lives in one process
 
 

@@ -41,7 +41,7 @@ def later(seconds: float):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("race_factory", ["sqlite", "dynamodb"], indirect=True)  # memory lives in one process
+@pytest.mark.parametrize("race_factory", ["sqlite", "dynamodb", "redis"], indirect=True)  # memory: one process
 def test_sigkilled_holder_blocks_until_its_deadline_then_is_taken_over(race_factory, tmp_path, report):
     ledger_path = str(tmp_path / "ledger.sqlite3")
     ctx = multiprocessing.get_context("spawn")
