@@ -1,10 +1,12 @@
 """Hypothesis over random batches: nothing is lost (every record is committed or reported failed), and
 records sharing an ordering key take effect in arrival order, whatever fails and however many workers, through
-BatchProcessor and AsyncBatchProcessor alike (``FACES``: Hypothesis refuses the function-scoped ``face`` fixture)."""
+BatchProcessor and AsyncBatchProcessor alike (``FACES``: Hypothesis refuses the function-scoped ``face`` fixture),
+in memory and on Redis, standalone and cluster."""
 
 from __future__ import annotations
 
 import threading
+import uuid
 
 import pytest
 from events import kinesis_record, sqs_event, sqs_record
@@ -14,6 +16,7 @@ from hypothesis import strategies as st
 
 from consumer import EventType
 from persistence import InMemoryPersistenceLayer
+from persistence.redis import RedisPersistenceLayer
 
 SOURCES = st.sampled_from(["sqs", "fifo", "kinesis"])
 
@@ -57,10 +60,23 @@ def logical(record):
     return record["eventID"] if "kinesis" in record else record["messageId"]
 
 
+@pytest.fixture(scope="module", params=["memory", "redis", "redis-cluster"])
+def new_store(request):
+    """Builds an empty store for each example: in memory, or on the session's Redis server or cluster (a key
+    prefix of the example's own, on one client per module). Module-scoped: Hypothesis refuses function scope."""
+    if request.param == "memory":
+        yield InMemoryPersistenceLayer
+        return
+    server = request.getfixturevalue("redis_server" if request.param == "redis" else "redis_cluster")
+    client = server.client()
+    yield lambda: RedisPersistenceLayer(client, key_prefix=f"p{uuid.uuid4().hex[:12]}:")
+    client.close()
+
+
 @pytest.mark.parametrize("face", FACES, ids=lambda face: face.name)
 @settings(max_examples=150, deadline=None)
 @given(batch=batches())
-def test_nothing_lost_and_per_key_order_kept(face, batch):
+def test_nothing_lost_and_per_key_order_kept(face, new_store, batch):
     source, records, poison, options = batch
     event_type = EventType.KINESIS if source == "kinesis" else EventType.SQS
     effects, lock = [], threading.Lock()
@@ -73,9 +89,7 @@ def test_nothing_lost_and_per_key_order_kept(face, batch):
         if logical(raw) in poison_ids:
             raise ValueError("poison")
 
-    processor = face.processor(
-        event_type, store=InMemoryPersistenceLayer(), raise_on_entire_batch_failure=False, **options
-    )
+    processor = face.processor(event_type, store=new_store(), raise_on_entire_batch_failure=False, **options)
     response = face.process(sqs_event(*records) if source != "kinesis" else {"Records": records}, handler, processor)
     failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
 
