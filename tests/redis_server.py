@@ -272,64 +272,6 @@ def _cluster_ok(info: str, primaries: int) -> bool:
     )
 
 
-class ReplyDroppingProxy:
-    """A loopback relay to a server that loses the answer to the first request containing ``marker``.
-
-    That request reaches the server and runs; the proxy swallows its answer and closes the client's connection,
-    as a network failure after the server acted would. Every other request and answer is relayed as it is.
-    """
-
-    def __init__(self, server_port: int, marker: bytes) -> None:
-        """Listen on a free loopback port (``.port``) and relay to ``server_port``."""
-        self._server_port = server_port
-        self._marker = marker
-        self.dropped = 0
-        self._lock = threading.Lock()
-        self._listener = socket.create_server((HOST, 0))
-        self.port = int(self._listener.getsockname()[1])
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def close(self) -> None:
-        """Stop accepting connections (those open end with their clients)."""
-        self._listener.close()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._relay, args=(client,), daemon=True).start()
-
-    def _relay(self, client: socket.socket) -> None:
-        with contextlib.suppress(OSError):  # a connection reset by either side ends the relay, not the test run
-            self._relay_until_closed(client)
-
-    def _relay_until_closed(self, client: socket.socket) -> None:
-        with client, socket.create_connection((HOST, self._server_port)) as server:
-            drop_answer = False
-            while True:
-                readable, _, _ = select.select([client, server], [], [])
-                source = readable[0]
-                data = source.recv(65536)
-                if not data:
-                    return
-                if source is client:
-                    drop_answer = drop_answer or self._take_drop(data)
-                    server.sendall(data)
-                elif drop_answer:
-                    return
-                else:
-                    client.sendall(data)
-
-    def _take_drop(self, request: bytes) -> bool:
-        with self._lock:
-            if self.dropped or self._marker not in request:
-                return False
-            self.dropped += 1
-            return True
-
-
 class FaultProxy:
     """A loopback relay to a server that injects faults into the requests containing every one of ``markers``.
 

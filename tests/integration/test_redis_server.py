@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 import redis
-from redis_server import HOST, ReplyDroppingProxy, ValkeyCluster, ValkeyServer, slot_ranges, start_standalone
+from redis_server import HOST, FaultProxy, ValkeyCluster, ValkeyServer, slot_ranges, start_standalone
 
 # Increments the number stored at KEYS[1] by ARGV[1] and returns the new value: touches one key.
 ADD = "return redis.call('INCRBY', KEYS[1], ARGV[1])"
@@ -65,13 +65,14 @@ def test_the_client_resends_a_script_whose_answer_was_lost_so_it_runs_twice(redi
     key = _key("resent")
     with redis_server.client() as c:
         sha = c.script_load(ADD)
-    proxy = ReplyDroppingProxy(redis_server.port, marker=key)
+    proxy = FaultProxy(redis_server.port)
+    proxy.arm((key,), "lost_reply")
     try:
         with redis.Redis(host=HOST, port=proxy.port) as c:  # redis-py's defaults: up to ten resends
             assert c.evalsha(sha, 1, key, 1) == 2  # one call, two runs: every script must be safe to run again
     finally:
         proxy.close()
-    assert proxy.dropped == 1
+    assert proxy.injected["lost_reply"] == 1
 
 
 def _owners(cluster: ValkeyCluster) -> dict[int, int]:

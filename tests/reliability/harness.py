@@ -10,6 +10,7 @@ from typing import Any
 
 from events import sqs_record
 
+from consumer import IdempotencyConfig, make_key
 from persistence import RecordStatus
 from samples.ledger import Ledger
 
@@ -71,3 +72,15 @@ def async_recording_handler(ledger: Ledger, scenario: str, worker: str, rng: ran
         return worker
 
     return handler
+
+
+def key_of(record: dict[str, Any], config: IdempotencyConfig) -> str:
+    """The record's idempotency key under ``config``."""
+    key = make_key(record, config)
+    assert key is not None
+    return key
+
+
+def failed_ids(response: dict[str, Any]) -> set[str]:
+    """The ids a partial batch response reports failed."""
+    return {f["itemIdentifier"] for f in response["batchItemFailures"]}

@@ -33,6 +33,8 @@ from harness import (
     async_recording_handler,
     batch_with_duplicates,
     effects,
+    failed_ids,
+    key_of,
 )
 
 from consumer import (
@@ -42,7 +44,6 @@ from consumer import (
     IdempotencyConfig,
     IdempotencyGuard,
     async_process_partial_response,
-    make_key,
 )
 from consumer._batch_run import Outcome
 from persistence import RecordStatus
@@ -53,18 +54,6 @@ BATCH_SIZE = 10  # SQS's default batch size
 MAX_ROUNDS = 500  # redeliveries before a scenario gives up on a record
 STORES = ["sqlite", "dynamodb", "redis"]  # shared across processes and reached through the ThreadedStore
 ONE_LOOP_STORES = ["memory", *STORES]  # the in-memory store lives in one process
-
-
-def key_of(record: dict[str, Any]) -> str:
-    """The record's idempotency key under ``CONFIG``."""
-    key = make_key(record, CONFIG)
-    assert key is not None
-    return key
-
-
-def failed_ids(response: dict[str, Any]) -> set[str]:
-    """The ids a partial batch response reports failed."""
-    return {f["itemIdentifier"] for f in response["batchItemFailures"]}
 
 
 # -- the three ways a delivery ends ----------------------------------------------------------------------
@@ -182,7 +171,7 @@ def check_every_effect_once(factory, records, tally: Tally, *, ledger_path: str,
     ids = {r["messageId"] for r in records}
     ledger = Ledger(ledger_path)
     doubles = assert_exactly_once(ledger, scenario, ids)
-    lost = assert_nothing_lost(factory(), {r["messageId"]: key_of(r) for r in records}, set())
+    lost = assert_nothing_lost(factory(), {r["messageId"]: key_of(r, CONFIG) for r in records}, set())
     check_tally(tally, ledger, scenario, ids)
     report(
         records=len(ids),
@@ -266,7 +255,7 @@ def check_effect_iff_complete(store: Any, ledger: Ledger, scenario: str, records
     counts = effects(ledger, scenario)
     wrong = {}
     for record in records:
-        stored, ran = store.get(key_of(record)), counts[record["messageId"]]
+        stored, ran = store.get(key_of(record, CONFIG)), counts[record["messageId"]]
         state = None if stored is None else stored.status
         if (ran, state) not in {(1, RecordStatus.COMPLETE), (0, None)}:
             wrong[record["messageId"]] = (ran, state)
@@ -344,7 +333,7 @@ def test_a_timeout_around_the_guard_releases_the_record_and_a_redelivery_runs_it
                 in_body += message_id in log.started - log.finished
                 in_commit += message_id in log.finished
             if message_id in log.started - log.finished:  # cut while it awaited: released at once
-                assert store.get(key_of(record)) is None
+                assert store.get(key_of(record, CONFIG)) is None
         check_effect_iff_complete(store, ledger, scenario, batch)
         records += batch
     assert in_body > 0, "no timeout fired while a body awaited"
@@ -358,7 +347,7 @@ def test_a_timeout_around_the_guard_releases_the_record_and_a_redelivery_runs_it
         duplicates=len(records),
         faults=f"{timed_out} timeouts ({in_body} in the body, {in_commit} in the commit)",
         double_effects=assert_exactly_once(ledger, scenario, {r["messageId"] for r in records}),
-        lost=assert_nothing_lost(store, {r["messageId"]: key_of(r) for r in records}, set()),
+        lost=assert_nothing_lost(store, {r["messageId"]: key_of(r, CONFIG) for r in records}, set()),
     )
 
 
@@ -404,7 +393,7 @@ def check_deadline_outcomes(store: Any, ledger: Ledger, scenario: str, items: li
     counts = effects(ledger, scenario)
     for item in items:
         assert item.outcome in DEADLINE_LEAVES, (item.item_id, item.outcome, item.error)
-        stored = store.get(key_of(item.raw))
+        stored = store.get(key_of(item.raw, CONFIG))
         state = (counts[item.item_id], None if stored is None else stored.status)
         assert state == DEADLINE_LEAVES[item.outcome], (item.item_id, item.outcome, state)
         if item.outcome is Outcome.FAILED:
@@ -460,7 +449,7 @@ def test_the_processor_deadline_fails_slow_bodies_uncommitted_and_commits_the_re
         duplicates=2 * len(redelivery),
         faults=f"{first['failed']} cut at the deadline, {first['deferred']} deferred",
         double_effects=assert_exactly_once(ledger, scenario, {r["messageId"] for r in records}),
-        lost=assert_nothing_lost(store, {r["messageId"]: key_of(r) for r in records}, set()),
+        lost=assert_nothing_lost(store, {r["messageId"]: key_of(r, CONFIG) for r in records}, set()),
     )
 
 
@@ -510,9 +499,11 @@ def test_an_invocation_cancelled_from_outside_commits_no_interrupted_body_and_ho
         asyncio.run(cancel_while_running(sqs_event(*batch), handler, processor, log, rng.uniform(0, 0.03)))
         assert stuck <= log.started - log.finished
         for message_id in log.started - log.finished:
-            assert store.get(key_of(sqs_record(message_id, None))) is None, f"{message_id}: interrupted, not released"
+            assert store.get(key_of(sqs_record(message_id, None), CONFIG)) is None, (
+                f"{message_id}: interrupted, not released"
+            )
         for message_id in log.finished:
-            assert store.get(key_of(sqs_record(message_id, None))).status is RecordStatus.COMPLETE
+            assert store.get(key_of(sqs_record(message_id, None), CONFIG)).status is RecordStatus.COMPLETE
         check_effect_iff_complete(store, ledger, scenario, batch)
         interrupted += len(log.started - log.finished)
         records += batch
@@ -526,7 +517,7 @@ def test_an_invocation_cancelled_from_outside_commits_no_interrupted_body_and_ho
         duplicates=tally.deliveries,
         faults=f"{rounds} invocations cancelled, {interrupted} bodies interrupted",
         double_effects=assert_exactly_once(ledger, scenario, {r["messageId"] for r in records}),
-        lost=assert_nothing_lost(store, {r["messageId"]: key_of(r) for r in records}, set()),
+        lost=assert_nothing_lost(store, {r["messageId"]: key_of(r, CONFIG) for r in records}, set()),
     )
 
 
@@ -574,7 +565,7 @@ async def cancel_in_store_calls(store: LatentStore, ledger: Ledger, records: lis
     slow store call is in flight."""
     loop = asyncio.get_running_loop()
     tasks = {
-        key_of(r): asyncio.ensure_future(guarded_effect(r, store, ledger, scenario="in-flight", delay=0))
+        key_of(r, CONFIG): asyncio.ensure_future(guarded_effect(r, store, ledger, scenario="in-flight", delay=0))
         for r in records
     }
     store.in_flight = lambda key: loop.call_soon_threadsafe(tasks[key].cancel)
@@ -611,7 +602,7 @@ def test_a_cancellation_during_a_threaded_store_call_leaves_no_unused_lock_and_l
         duplicates=len(records),
         faults=f"{len(records)} cancelled in {slow} ({when} the write)",
         double_effects=assert_exactly_once(ledger, "in-flight", {r["messageId"] for r in records}),
-        lost=assert_nothing_lost(inner, {r["messageId"]: key_of(r) for r in records}, set()),
+        lost=assert_nothing_lost(inner, {r["messageId"]: key_of(r, CONFIG) for r in records}, set()),
     )
 
 

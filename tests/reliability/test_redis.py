@@ -31,11 +31,11 @@ from typing import Any
 import pytest
 import redis
 from events import sqs_event, sqs_record
-from harness import assert_nothing_lost, batch_with_duplicates, effects
+from harness import assert_nothing_lost, batch_with_duplicates, effects, failed_ids, key_of
 from redis.backoff import ExponentialWithJitterBackoff
 from redis_server import HOST, FaultProxy, ValkeyServer, start_standalone
 
-from consumer import BatchProcessor, EventType, IdempotencyConfig, make_key
+from consumer import BatchProcessor, EventType, IdempotencyConfig
 from consumer._batch_run import Item, Outcome
 from persistence import PersistenceLayerError, RecordStatus
 from persistence.redis import _ACQUIRE, _COMPLETE, _RELEASE, RedisPersistenceLayer
@@ -49,16 +49,6 @@ MAX_ROUNDS = 30  # redeliveries before a scenario gives up on a record
 def later(seconds: float):
     """A clock ``seconds`` ahead of this one: time travel instead of sleeping past a lock deadline."""
     return lambda: time.time() + seconds
-
-
-def key_of(record: dict[str, Any]) -> str:
-    key = make_key(record, CONFIG)
-    assert key is not None
-    return key
-
-
-def failed_ids(response: dict[str, Any]) -> set[str]:
-    return {f["itemIdentifier"] for f in response["batchItemFailures"]}
 
 
 # -- the two client settings ------------------------------------------------------------------------------
@@ -154,7 +144,7 @@ def test_without_the_append_only_file_a_sigkill_loses_acknowledged_commits(tmp_p
         with server.client() as client:
             store = RedisPersistenceLayer(client=client, key_prefix="volatile:")
             with pytest.raises(AssertionError, match="neither COMPLETE nor reported failed"):
-                assert_nothing_lost(store, {r["messageId"]: key_of(r) for r in records}, set())
+                assert_nothing_lost(store, {r["messageId"]: key_of(r, CONFIG) for r in records}, set())
     finally:
         server.cleanup()
 
@@ -263,7 +253,7 @@ def test_sigkill_mid_batch_loses_nothing_and_repeats_only_bodies_in_flight(
 ):
     unique, duplicates, kills = (400, 100, 12) if long_form else (60, 15, 4)
     records = batch_with_duplicates(unique, duplicates, seed=3)
-    keys = {r["messageId"]: key_of(r) for r in records}
+    keys = {r["messageId"]: key_of(r, CONFIG) for r in records}
     ledger = Ledger(str(tmp_path / "ledger.sqlite3"))
     schedule = KillSchedule(random.Random(2024), kills, bodies=int(unique * 0.8))
 
@@ -428,7 +418,7 @@ class Deliveries:
                 failed = failed_ids(processor.process(sqs_event(*pending), self.handler))
                 self.deliveries += len(pending)
                 check_ways(processor.items, failed)
-                self.lost += assert_nothing_lost(check, {r["messageId"]: key_of(r) for r in pending}, failed)
+                self.lost += assert_nothing_lost(check, {r["messageId"]: key_of(r, CONFIG) for r in pending}, failed)
                 (self.after or self.clear)(processor.items, failed)
                 pending = [r for r in pending if r["messageId"] in failed]
             assert not pending, f"still failing after {max_rounds} deliveries: {[r['messageId'] for r in pending]}"
@@ -443,7 +433,7 @@ class Deliveries:
         check = self.rig.store(self.rig.server.client())
         try:
             for record in records:
-                assert check.get(key_of(record)).status is RecordStatus.COMPLETE, record["messageId"]
+                assert check.get(key_of(record, CONFIG)).status is RecordStatus.COMPLETE, record["messageId"]
         finally:
             check.client.close()
 
@@ -454,7 +444,7 @@ class Deliveries:
 def test_fault_at_one_call_ends_the_record_one_of_three_ways(rig, call, kind, retries, report):
     records = [sqs_record(f"msg-{i}", {"order": i}) for i in range(3)]
     target = records[1]
-    key = key_of(target)
+    key = key_of(target, CONFIG)
     raised: set[str] = set()
 
     def handler(record: Any) -> str:
@@ -509,7 +499,7 @@ def check_first_delivery(item: Item, stored: Any, failed: set[str], *, case: tup
         return
     # The store's error names the key and chains redis-py's connection error; the record is reported failed.
     assert isinstance(item.error, PersistenceLayerError)
-    assert item.error.key == key_of(item.raw)
+    assert item.error.key == key_of(item.raw, CONFIG)
     assert isinstance(item.error.__cause__, redis.ConnectionError)
 
 
@@ -517,7 +507,7 @@ def check_first_delivery(item: Item, stored: Any, failed: set[str], *, case: tup
 @pytest.mark.parametrize("kind", KINDS)
 def test_fault_on_get_returns_the_record_or_raises_naming_the_key(rig, kind, retries):
     record = sqs_record("msg-get", {"order": 1})
-    key = key_of(record)
+    key = key_of(record, CONFIG)
     with rig.server.client() as direct:
         processor = BatchProcessor(EventType.SQS, store=rig.store(direct))
         assert processor.process(sqs_event(record), lambda r: "ok")["batchItemFailures"] == []
@@ -559,7 +549,7 @@ def test_random_connection_faults_at_every_call_nothing_lost(rig, long_form, ret
         # Faults for a third of the records of the next delivery, each at one of its calls.
         for r in rng.sample(batch, max(1, len(batch) // 3)):
             call, kind = rng.choice(list(SCRIPTS)), rng.choice(("reset", "lost_reply"))
-            rig.proxy.arm((sha(SCRIPTS[call]), key_of(r).encode()), kind)
+            rig.proxy.arm((sha(SCRIPTS[call]), key_of(r, CONFIG).encode()), kind)
 
     client = client_for(rig.proxy.port, retries)
     pending = records
