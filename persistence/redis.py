@@ -13,6 +13,7 @@ Importing :mod:`persistence` never imports it.
 
 from __future__ import annotations
 
+import inspect
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
@@ -56,7 +57,8 @@ return false
 # complete: replace the holder's IN_PROGRESS record by its COMPLETE one IF lease = mine AND status = IN_PROGRESS;
 # ELSE return what is there (nothing, someone else's record, or ours already COMPLETE: a retried request).
 # The key's time to live becomes what the lock's had left plus the move of expires_at (both by our clock).
-#   KEYS[1] the record   ARGV[1] lease   ARGV[2] new expires_at (s)   ARGV[3] margin ms   ARGV[4..] field, value, ...
+#   KEYS[1] the record   ARGV[1] lease   ARGV[2] new expires_at (s)   ARGV[3] margin ms   ARGV[4] longest ttl ms
+#   ARGV[5..] field, value, ...
 _COMPLETE = """
 local cur = redis.call('HMGET', KEYS[1], 'status', 'lease', 'expires_at')
 if cur[1] == 'IN_PROGRESS' and cur[2] == ARGV[1] then
@@ -64,8 +66,9 @@ if cur[1] == 'IN_PROGRESS' and cur[2] == ARGV[1] then
   if left < 0 then left = tonumber(ARGV[3]) end
   local ttl = (tonumber(ARGV[2]) - tonumber(cur[3])) * 1000 + left
   if ttl < 1 then ttl = 1 end
+  if ttl > tonumber(ARGV[4]) then ttl = tonumber(ARGV[4]) end
   redis.call('DEL', KEYS[1])
-  redis.call('HSET', KEYS[1], unpack(ARGV, 4))
+  redis.call('HSET', KEYS[1], unpack(ARGV, 5))
   redis.call('PEXPIRE', KEYS[1], ttl)
   return false
 end
@@ -102,6 +105,7 @@ class RedisPersistenceLayer:
         url: str | None = None,
         key_prefix: str = "idempotency:",
         expiry_margin_seconds: int = 300,
+        allow_eviction: bool = False,
     ) -> None:
         """Configure the store; nothing is sent until the first call.
 
@@ -113,19 +117,26 @@ class RedisPersistenceLayer:
             key_prefix: Where this store's keys live; ``records list`` scans only these.
             expiry_margin_seconds: Added to the time a record has left (by our clock) for the key's Redis
                 expiry: the slack for a server that runs fast or a commit long after the lock.
+            allow_eviction: Use a server whose ``maxmemory-policy`` may evict keys. Refused by default: an
+                evicted record runs its body again, and an evicted lock lets a duplicate run alongside.
 
         Raises:
-            ValueError: Neither or both of ``client`` and ``url``; a negative margin.
+            ValueError: Neither or both of ``client`` and ``url``; a negative margin; an asyncio client.
         """
         if (client is None) == (url is None):
             raise ValueError("pass exactly one of client= (a redis-py client) and url=")
+        if inspect.iscoroutinefunction(getattr(client, "execute_command", None)):
+            msg = "the Redis store takes a blocking client (redis.Redis); AsyncBatchProcessor runs it in threads"
+            raise ValueError(msg)
         if expiry_margin_seconds < 0:
             raise ValueError(f"expiry_margin_seconds must not be negative, got {expiry_margin_seconds}")
         self.key_prefix = key_prefix
         self.url = url
         self.expiry_margin_seconds = expiry_margin_seconds
+        self.allow_eviction = allow_eviction
         self._client = client
         self._scripts: dict[str, Callable[..., Any]] = {}
+        self._eviction_checked = False
 
     @property
     def client(self) -> Any:
@@ -159,8 +170,9 @@ class RedisPersistenceLayer:
         """See :meth:`persistence.PersistenceLayer.acquire`."""
         require_status(record, RecordStatus.IN_PROGRESS, "acquire")
         check_size(record)
-        ttl_ms = max(1, (record.expires_at + self.expiry_margin_seconds) * MS_PER_SECOND - now_ms)
-        args = [now_ms // MS_PER_SECOND, now_ms, ttl_ms, *_pairs(record)]
+        # A record counts until the END of its expires_at second: the key lives one second past it, plus the margin.
+        ttl_ms = (record.expires_at + 1 + self.expiry_margin_seconds) * MS_PER_SECOND - now_ms
+        args = [now_ms // MS_PER_SECOND, now_ms, min(max(1, ttl_ms), MAX_TTL_MS), *_pairs(record)]
         found = self._run(record.key, "acquire", _ACQUIRE, args)
         return None if found is None else blocking(record, _decode(record.key, found, present=True))
 
@@ -170,7 +182,8 @@ class RedisPersistenceLayer:
         check_size(record)
         margin_ms = self.expiry_margin_seconds * MS_PER_SECOND
         fields = _pairs(record, lock_deadline=False)  # a COMPLETE record has no lock deadline
-        found = self._run(record.key, "complete", _COMPLETE, [record.lease, record.expires_at, margin_ms, *fields])
+        args = [record.lease, record.expires_at, margin_ms, MAX_TTL_MS, *fields]
+        found = self._run(record.key, "complete", _COMPLETE, args)
         if found is not None:
             confirm_complete(record, _decode(record.key, found))
 
@@ -206,11 +219,28 @@ class RedisPersistenceLayer:
         from redis.exceptions import RedisError  # noqa: PLC0415 - the optional dependency, only when used
 
         try:
+            if not self._eviction_checked:
+                self._refuse_eviction()
             return call(self.client)
         except RedisError as e:
             raise PersistenceLayerError(f"Redis store failed on {key!r}: {e}", key=key) from e
         except UnicodeEncodeError as e:  # a key holding a lone surrogate has no UTF-8 form
             raise PersistenceLayerError(f"Redis store cannot encode the text of {key!r}: {e}", key=key) from e
+
+    def _refuse_eviction(self) -> None:
+        # Once per store: INFO works where CONFIG is blocked (ElastiCache, MemoryDB).
+        info = self.client.info("memory")
+        nodes = [n for n in info.values() if isinstance(n, dict)] or [info]  # a cluster may answer per node
+        for node in nodes:
+            policy = node.get("maxmemory_policy", "noeviction")
+            if policy != "noeviction" and int(node.get("maxmemory", 0)) and not self.allow_eviction:
+                msg = (
+                    f"the Redis server evicts keys (maxmemory-policy {policy}): an evicted record runs its body "
+                    "again. Set maxmemory-policy noeviction (an ElastiCache parameter group), or pass "
+                    "allow_eviction=True to accept it"
+                )
+                raise PersistenceLayerError(msg)
+        self._eviction_checked = True
 
 
 def _pairs(record: IdempotencyRecord, *, lock_deadline: bool = True) -> list[Any]:
@@ -241,6 +271,10 @@ def _decode(key: str, found: list[Any], *, present: bool = False) -> Idempotency
 def _glob_escape(text: str) -> str:
     return "".join("\\" + ch if ch in "*?[]\\" else ch for ch in text)
 
+
+#: The longest Redis expiry a key is given (about 3,000 years): a larger one overflows the server's clock
+#: arithmetic, and PEXPIRE would fail after the record was written.
+MAX_TTL_MS = 10**14
 
 #: A client built from a URL retries a failed connection this many times, 10 ms apart and doubling up to 1 s
 #: (with jitter): what redis-py gives a client built with ``Redis(host=...)``.

@@ -4,17 +4,27 @@ Subclass :class:`StoreContract` in a test module and give it a ``store_factory``
 arguments that returns a store. Every call during one test must return a store on the same, initially empty,
 data (the race tests build one per thread or process); each test must start from empty data::
 
+    import dataclasses
+
     import pytest
     from persistence.testing import StoreContract
 
     from my_project.stores import PostgresPersistenceLayer
 
 
+    @dataclasses.dataclass(frozen=True)
+    class Postgres:  # picklable (unlike a lambda), so the process race can build stores in other processes
+        url: str
+        schema: str
+
+        def __call__(self):
+            return PostgresPersistenceLayer(self.url, schema=self.schema)
+
+
     class TestPostgresStore(StoreContract):
         @pytest.fixture
         def store_factory(self, postgres_url):
-            schema = fresh_schema(postgres_url)
-            return lambda: PostgresPersistenceLayer(postgres_url, schema=schema)
+            return Postgres(postgres_url, schema=fresh_schema(postgres_url))
 
 The suite covers every row of the transition table (acquire, complete, release, with leases and expiry judged
 by the ``now_ms`` the store is given), exact round trips of responses and keys, the 400 KB item limit, text
@@ -32,6 +42,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import pytest
+
+# The contract's asserts show the values that differ, as a user's own tests' do: registered before its modules load.
+pytest.register_assert_rewrite(
+    *(f"persistence.testing.{name}" for name in ("_content", "_machine", "_races", "_records", "_transitions"))
+)
 
 from persistence.testing._content import ContentContract, EncodingContract, OperatorContract
 from persistence.testing._races import ContractSettings, RaceContract, StoreFactory, race_processes, race_threads

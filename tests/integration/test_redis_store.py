@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import time
 
 import pytest
+import redis.asyncio
 from records import NOW_MS, done, lock
-from redis_server import FaultProxy
+from redis_server import FaultProxy, _start
 
 from persistence import PersistenceLayerError, RecordStatus
-from persistence.redis import _COMPLETE, RedisPersistenceLayer
+from persistence.redis import _COMPLETE, MAX_TTL_MS, RedisPersistenceLayer
 
 
 @pytest.mark.parametrize("operation", ["get", "acquire", "scan"])
@@ -44,3 +46,55 @@ def test_a_store_built_from_a_url_retries_a_failed_commit_and_commits_once(redis
     finally:
         store.close()
         proxy.close()
+
+
+@pytest.fixture(scope="module")
+def evicting_server():
+    server = _start(["--maxmemory", "8mb", "--maxmemory-policy", "volatile-lru"])  # ElastiCache's default policy
+    yield server
+    server.cleanup()
+
+
+def test_a_server_that_evicts_keys_is_refused_before_anything_is_written(evicting_server):
+    # An evicted COMPLETE record would run its body again; an evicted lock, a duplicate alongside the holder.
+    store = RedisPersistenceLayer(url=evicting_server.url, key_prefix="evicting:")
+    with pytest.raises(PersistenceLayerError, match="evicts keys \\(maxmemory-policy volatile-lru\\)"):
+        store.acquire(lock("k"), NOW_MS)
+    with evicting_server.client() as c:
+        assert c.keys("evicting:*") == []
+    store.close()
+
+
+def test_a_server_that_evicts_keys_is_used_when_allowed(evicting_server):
+    store = RedisPersistenceLayer(url=evicting_server.url, key_prefix="allowed:", allow_eviction=True)
+    assert store.acquire(lock("k"), NOW_MS) is None
+    store.close()
+
+
+def test_the_key_outlives_the_last_second_its_record_counts_in(redis_server):
+    # expires_at is a second: the record counts until that second ends, so its key must live past it.
+    store = RedisPersistenceLayer(client=redis_server.client(), key_prefix="ttl:", expiry_margin_seconds=0)
+    now_ms = int(time.time() * 1000)
+    held = lock("k", now_ms=now_ms, expires_in_s=2)
+    store.acquire(held, now_ms)
+    store.complete(done(held))
+    left_ms = store.client.pttl("ttl:k")
+    assert left_ms > (held.expires_at + 1) * 1000 - now_ms - 1000  # at most 1 s for the two calls above
+    assert left_ms > (held.expires_at * 1000 + 999) - int(time.time() * 1000)
+    store.client.close()
+
+
+def test_a_far_expiry_is_written_whole_with_the_longest_key_expiry(redis_server):
+    store = RedisPersistenceLayer(client=redis_server.client(), key_prefix="far:")
+    held = lock("k", expires_in_s=10**16)
+    assert store.acquire(held, NOW_MS) is None
+    assert 0 < store.client.pttl("far:k") <= MAX_TTL_MS
+    store.complete(done(held))
+    assert store.get("k").status is RecordStatus.COMPLETE
+    assert 0 < store.client.pttl("far:k") <= MAX_TTL_MS
+    store.client.close()
+
+
+def test_an_asyncio_client_is_refused_naming_the_client_to_use():
+    with pytest.raises(ValueError, match="takes a blocking client"):
+        RedisPersistenceLayer(client=redis.asyncio.Redis())
