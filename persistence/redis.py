@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import inspect
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from persistence._attributes import check_size
 from persistence._base import (
@@ -281,6 +281,9 @@ MAX_TTL_MS = 10**14
 RETRIES, RETRY_BASE_SECONDS, RETRY_CAP_SECONDS = 10, 0.01, 1.0
 
 
+_CLUSTER_FLAGS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
+
+
 def client_from_url(url: str) -> Any:
     """A redis-py client for a ``redis://``, ``rediss://``, ``valkey://`` or ``valkeys://`` URL.
 
@@ -296,9 +299,12 @@ def client_from_url(url: str) -> Any:
     scheme = {"redis": "redis", "valkey": "redis", "rediss": "rediss", "valkeys": "rediss"}.get(parts.scheme)
     if scheme is None:
         raise ValueError(f"store URL {url!r}: a Redis URL starts with redis://, rediss://, valkey:// or valkeys://")
-    query = parse_qs(parts.query)
-    cluster = query.pop("cluster", ["false"])[-1].lower() in ("1", "true", "yes")
-    rest = "&".join(f"{name}={value}" for name, values in query.items() for value in values)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    flags = [value.lower() for name, value in query if name == "cluster"]
+    if flags and flags[-1] not in _CLUSTER_FLAGS:
+        raise ValueError(f"store URL {url!r}: cluster must be true or false, not {flags[-1]!r}")
+    cluster = bool(flags) and _CLUSTER_FLAGS[flags[-1]]
+    rest = urlencode([(name, value) for name, value in query if name != "cluster"])  # encoded as it came
     plain = urlunsplit((scheme, parts.netloc, parts.path, rest, ""))
     try:
         import redis  # noqa: PLC0415 - the optional dependency

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from typing import TYPE_CHECKING
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit
 
 from persistence.dynamodb import DynamoDBPersistenceLayer
 from persistence.memory import InMemoryPersistenceLayer
@@ -51,7 +51,7 @@ def store_from_url(url: str | None = None) -> PersistenceLayer:
     if parts.scheme == "dynamodb":
         return _dynamodb(url, parts.netloc, parse_qs(parts.query))
     if parts.scheme in _REDIS_SCHEMES:
-        return _redis(url, parse_qs(parts.query))
+        return _redis(url)
     raise ValueError(f"store URL {url!r}: the scheme must be sqlite, memory, dynamodb, redis, rediss or valkey")
 
 
@@ -77,10 +77,12 @@ def _dynamodb(url: str, table: str, query: dict[str, list[str]]) -> DynamoDBPers
     )
 
 
-def _redis(url: str, query: dict[str, list[str]]) -> PersistenceLayer:
+def _redis(url: str) -> PersistenceLayer:
     from persistence.redis import RedisPersistenceLayer  # noqa: PLC0415 - the optional store, only when named
 
-    prefix = query.get("key_prefix", ["idempotency:"])[-1]
     parts = urlsplit(url)
-    rest = "&".join(f"{name}={value}" for name, values in query.items() if name != "key_prefix" for value in values)
+    query = parse_qsl(parts.query, keep_blank_values=True)  # ?key_prefix= is an empty prefix, not the default
+    prefixes = [value for name, value in query if name == "key_prefix"]
+    rest = urlencode([(name, value) for name, value in query if name != "key_prefix"])  # encoded as it came
+    prefix = prefixes[-1] if prefixes else "idempotency:"
     return RedisPersistenceLayer(url=parts._replace(query=rest).geturl(), key_prefix=prefix)

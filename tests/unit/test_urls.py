@@ -55,3 +55,18 @@ def test_redis_urls_name_a_redis_store_with_its_prefix():
     assert isinstance(store, RedisPersistenceLayer)
     assert (store.url, store.key_prefix) == ("valkey://127.0.0.1:1/2?cluster=true", "orders:")
     assert store_from_url("rediss://cache:6380/0").key_prefix == "idempotency:"
+
+
+def test_redis_url_options_reach_the_client_encoded_as_they_came():
+    # A password holding & and = is percent-encoded in the URL; decoding it without encoding it again split it.
+    store = store_from_url("redis://127.0.0.1:1/0?password=s3cr%26t%3D1&key_prefix=")
+    assert store.key_prefix == ""  # an empty prefix is a prefix, not the default
+    client = store.client
+    assert client.connection_pool.connection_kwargs["password"] == "s3cr&t=1"
+    client.close()
+
+
+def test_a_redis_cluster_flag_that_is_neither_true_nor_false_is_refused():
+    store = store_from_url("redis://127.0.0.1:1/0?cluster=maybe")
+    with pytest.raises(ValueError, match="cluster must be true or false, not 'maybe'"):
+        _ = store.client
