@@ -134,12 +134,19 @@ def test_each_key_is_stored_on_the_primary_that_owns_its_slot(redis_cluster):
                         direct.get(key)
 
 
-def test_a_scan_on_each_primary_finds_only_its_own_keys_and_the_cluster_scan_finds_all(redis_cluster):
+def _set_on_every_primary(cluster: ValkeyCluster) -> tuple[str, dict[bytes, int]]:
+    """Set keys under a new prefix until each primary holds two; return the prefix and the keys' slots."""
     prefix = f"server-test:{uuid.uuid4().hex}:"
-    keys = _keys_on_every_primary(redis_cluster, prefix)
-    with redis_cluster.client() as c:
+    keys = _keys_on_every_primary(cluster, prefix)
+    with cluster.client() as c:
         for key in keys:
             c.set(key, b"1")
+    return prefix, keys
+
+
+def test_a_scan_on_each_primary_finds_only_its_own_keys_and_the_cluster_scan_finds_all(redis_cluster):
+    prefix, keys = _set_on_every_primary(redis_cluster)
+    with redis_cluster.client() as c:
         assert set(c.scan_iter(match=f"{prefix}*", count=2)) == set(keys)
     for node in redis_cluster.nodes:
         with node.client() as direct:
@@ -149,11 +156,8 @@ def test_a_scan_on_each_primary_finds_only_its_own_keys_and_the_cluster_scan_fin
 
 
 def test_flush_empties_every_primary_of_the_cluster(redis_cluster):
-    prefix = f"server-test:{uuid.uuid4().hex}:"
-    keys = _keys_on_every_primary(redis_cluster, prefix)
+    prefix, _ = _set_on_every_primary(redis_cluster)
     with redis_cluster.client() as c:
-        for key in keys:
-            c.set(key, b"1")
         redis_cluster.flush()
         assert list(c.scan_iter(match=f"{prefix}*")) == []
 
