@@ -13,7 +13,9 @@ Importing :mod:`persistence` never imports it.
 
 from __future__ import annotations
 
+import importlib
 import inspect
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -113,7 +115,7 @@ class RedisPersistenceLayer:
             client: A client you built: redis-py's ``Redis`` or ``RedisCluster``, or anything with their
                 interface (valkey-py). Exactly one of ``client`` and ``url``.
             url: ``redis://``, ``rediss://``, ``valkey://`` or ``valkeys://`` URL (add ``?cluster=true`` for a
-                cluster); the client is built on first use.
+                cluster, ``?allow_eviction=true`` for ``allow_eviction``); the client is built on first use.
             key_prefix: Where this store's keys live; ``records list`` scans only these.
             expiry_margin_seconds: Added to the time a record has left (by our clock) for the key's Redis
                 expiry: the slack for a server that runs fast or a commit long after the lock.
@@ -121,10 +123,12 @@ class RedisPersistenceLayer:
                 evicted record runs its body again, and an evicted lock lets a duplicate run alongside.
 
         Raises:
-            ValueError: Neither or both of ``client`` and ``url``; a negative margin; an asyncio client.
+            ValueError: Neither or both of ``client`` and ``url``; a URL this store cannot use; a negative margin;
+                an asyncio client.
         """
         if (client is None) == (url is None):
             raise ValueError("pass exactly one of client= (a redis-py client) and url=")
+        from_url = _parse_url(url) if url is not None else None  # a bad URL fails here, not at the first record
         if inspect.iscoroutinefunction(getattr(client, "execute_command", None)):
             msg = "the Redis store takes a blocking client (redis.Redis); AsyncBatchProcessor runs it in threads"
             raise ValueError(msg)
@@ -133,10 +137,11 @@ class RedisPersistenceLayer:
         self.key_prefix = key_prefix
         self.url = url
         self.expiry_margin_seconds = expiry_margin_seconds
-        self.allow_eviction = allow_eviction
+        self.allow_eviction = allow_eviction or (from_url is not None and from_url.allow_eviction)
         self._client = client
         self._scripts: dict[str, Callable[..., Any]] = {}
-        self._eviction_checked = False
+        self._errors: tuple[type[Exception], ...] | None = None
+        self._server_checked = False
 
     @property
     def client(self) -> Any:
@@ -195,7 +200,14 @@ class RedisPersistenceLayer:
 
     def get(self, key: str) -> IdempotencyRecord | None:
         """See :meth:`persistence.PersistenceLayer.get`."""
-        return _decode(key, self._command(key, lambda c: c.hmget(self.key_prefix + key, _FIELDS)))
+        record: IdempotencyRecord | None = self._command(key, lambda c: self._read(c, key))
+        return record
+
+    def _read(self, client: Any, key: str) -> IdempotencyRecord | None:
+        found = client.hmget(self.key_prefix + key, _FIELDS)
+        # No record field at all: nothing there, or (a second look, rare) a hash another program wrote.
+        present = all(v is None for v in found) and bool(client.exists(self.key_prefix + key))
+        return _decode(key, found, present=present)
 
     def delete(self, key: str) -> bool:
         """See :meth:`persistence.PersistenceLayer.delete`."""
@@ -205,7 +217,7 @@ class RedisPersistenceLayer:
         """See :meth:`persistence.PersistenceLayer.scan`. Scans only ``key_prefix``, on every primary of a cluster."""
         require_stored_status(status)
         pattern = _glob_escape(self.key_prefix) + "*"
-        keys = self._command(None, lambda c: sorted(_text(k) for k in c.scan_iter(match=pattern, count=500)))
+        keys = self._command(None, lambda c: self._keys(c, pattern))
         found = 0
         for stored in keys:
             if limit is not None and found >= limit:
@@ -215,32 +227,64 @@ class RedisPersistenceLayer:
                 found += 1
                 yield record
 
-    def _command(self, key: str | None, call: Callable[[Any], Any]) -> Any:
-        from redis.exceptions import RedisError  # noqa: PLC0415 - the optional dependency, only when used
+    def _keys(self, client: Any, pattern: str) -> list[str]:
+        return sorted(_key_text(k, self.key_prefix) for k in client.scan_iter(match=pattern, count=500))
 
+    def _command(self, key: str | None, call: Callable[[Any], Any]) -> Any:
+        errors = self._errors if self._errors is not None else self._client_errors()
         try:
-            if not self._eviction_checked:
-                self._refuse_eviction()
+            if not self._server_checked:
+                self._check_server()
             return call(self.client)
-        except RedisError as e:
+        except errors as e:
             raise PersistenceLayerError(f"Redis store failed on {key!r}: {e}", key=key) from e
         except UnicodeEncodeError as e:  # a key holding a lone surrogate has no UTF-8 form
             raise PersistenceLayerError(f"Redis store cannot encode the text of {key!r}: {e}", key=key) from e
+        except UnicodeDecodeError as e:  # a client built with decode_responses=True, reading bytes we did not write
+            msg = f"stored item {key!r} is not a record this library wrote: {e}"
+            raise PersistenceLayerError(msg, key=key) from e
 
-    def _refuse_eviction(self) -> None:
-        # Once per store: INFO works where CONFIG is blocked (ElastiCache, MemoryDB).
-        info = self.client.info("memory")
-        nodes = [n for n in info.values() if isinstance(n, dict)] or [info]  # a cluster may answer per node
+    def _client_errors(self) -> tuple[type[Exception], ...]:
+        """The error base of the client's own library: redis-py's ``RedisError`` or valkey-py's ``ValkeyError``."""
+        library = type(self.client).__module__.partition(".")[0]
+        try:
+            exceptions = importlib.import_module(f"{library}.exceptions")
+        except ImportError:  # another library's client: its errors reach the caller as they are
+            exceptions = None
+        bases = (getattr(exceptions, name, None) for name in ("RedisError", "ValkeyError"))
+        self._errors = tuple(b for b in bases if isinstance(b, type) and issubclass(b, Exception))
+        return self._errors
+
+    def _check_server(self) -> None:
+        # Once per store, one INFO (it works where CONFIG is blocked: ElastiCache, MemoryDB).
+        cluster_client = hasattr(self.client, "get_primaries")  # RedisCluster's: every primary answers
+        info = self.client.info(target_nodes=self.client.PRIMARIES) if cluster_client else self.client.info()
+        nodes = [n for n in info.values() if isinstance(n, dict)] if cluster_client else [info]
+        if not cluster_client and info.get("cluster_enabled"):
+            msg = (
+                "the Redis server is a node of a cluster, reached by a client for a single server: add "
+                "?cluster=true to the store URL, or pass a RedisCluster client"
+            )
+            raise PersistenceLayerError(msg)
         for node in nodes:
             policy = node.get("maxmemory_policy", "noeviction")
             if policy != "noeviction" and int(node.get("maxmemory", 0)) and not self.allow_eviction:
                 msg = (
                     f"the Redis server evicts keys (maxmemory-policy {policy}): an evicted record runs its body "
                     "again. Set maxmemory-policy noeviction (an ElastiCache parameter group), or pass "
-                    "allow_eviction=True to accept it"
+                    "allow_eviction=True (?allow_eviction=true in a URL) to accept it"
                 )
                 raise PersistenceLayerError(msg)
-        self._eviction_checked = True
+        self._server_checked = True
+
+
+def _key_text(raw: Any, prefix: str) -> str:
+    """A key ``scan`` found, as text; one that is not UTF-8 was not written by this library."""
+    try:
+        return str(_text(raw))
+    except UnicodeDecodeError as e:
+        key = raw.decode("utf-8", "backslashreplace").removeprefix(prefix)
+        raise PersistenceLayerError(f"stored item {key!r} is not a record this library wrote: {e}", key=key) from e
 
 
 def _pairs(record: IdempotencyRecord, *, lock_deadline: bool = True) -> list[Any]:
@@ -281,31 +325,48 @@ MAX_TTL_MS = 10**14
 RETRIES, RETRY_BASE_SECONDS, RETRY_CAP_SECONDS = 10, 0.01, 1.0
 
 
-_CLUSTER_FLAGS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
+_FLAGS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
+_SCHEMES = {"redis": "redis", "valkey": "redis", "rediss": "rediss", "valkeys": "rediss"}
+
+
+@dataclass(frozen=True, slots=True)
+class _ParsedURL:
+    """A store URL split into what redis-py reads (``plain``) and this store's own options."""
+
+    plain: str
+    cluster: bool
+    allow_eviction: bool
+
+
+def _parse_url(url: str) -> _ParsedURL:
+    parts = urlsplit(url)
+    scheme = _SCHEMES.get(parts.scheme)
+    if scheme is None:
+        raise ValueError(f"store URL {url!r}: a Redis URL starts with redis://, rediss://, valkey:// or valkeys://")
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    flags = {}
+    for option in ("cluster", "allow_eviction"):
+        values = [value.lower() for name, value in query if name == option]
+        if values and values[-1] not in _FLAGS:
+            raise ValueError(f"store URL {url!r}: {option} must be true or false, not {values[-1]!r}")
+        flags[option] = bool(values) and _FLAGS[values[-1]]
+    rest = urlencode([(name, value) for name, value in query if name not in flags])  # encoded as it came
+    return _ParsedURL(urlunsplit((scheme, parts.netloc, parts.path, rest, "")), **flags)
 
 
 def client_from_url(url: str) -> Any:
     """A redis-py client for a ``redis://``, ``rediss://``, ``valkey://`` or ``valkeys://`` URL.
 
-    ``?cluster=true`` makes a ``RedisCluster`` (the URL names any one node); the other query options are
-    redis-py's own. Connection errors and timeouts are retried (``RETRIES``), as redis-py does for a client
-    built with ``Redis(host=...)``: every script of this store is safe to send again.
+    ``?cluster=true`` makes a ``RedisCluster`` (the URL names any one node); ``?allow_eviction=`` is the store's
+    and not passed on; the other query options are redis-py's own. Connection errors and timeouts are retried
+    (``RETRIES``), as redis-py does for a client built with ``Redis(host=...)``: every script of this store is
+    safe to send again.
 
     Raises:
-        ValueError: Another scheme.
+        ValueError: Another scheme, or a flag that is neither true nor false.
         ImportError: redis-py is not installed (``pip install 'idempotent-consumer[redis]'``).
     """
-    parts = urlsplit(url)
-    scheme = {"redis": "redis", "valkey": "redis", "rediss": "rediss", "valkeys": "rediss"}.get(parts.scheme)
-    if scheme is None:
-        raise ValueError(f"store URL {url!r}: a Redis URL starts with redis://, rediss://, valkey:// or valkeys://")
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    flags = [value.lower() for name, value in query if name == "cluster"]
-    if flags and flags[-1] not in _CLUSTER_FLAGS:
-        raise ValueError(f"store URL {url!r}: cluster must be true or false, not {flags[-1]!r}")
-    cluster = bool(flags) and _CLUSTER_FLAGS[flags[-1]]
-    rest = urlencode([(name, value) for name, value in query if name != "cluster"])  # encoded as it came
-    plain = urlunsplit((scheme, parts.netloc, parts.path, rest, ""))
+    parsed = _parse_url(url)
     try:
         import redis  # noqa: PLC0415 - the optional dependency
         from redis.backoff import ExponentialWithJitterBackoff  # noqa: PLC0415
@@ -317,6 +378,6 @@ def client_from_url(url: str) -> Any:
     # from_url connections retry nothing, unlike a client built with Redis(host=...): a reset connection during a
     # commit would fail a record whose body ran. Every script is safe to send again (a retry finds its own lease).
     retry = Retry(ExponentialWithJitterBackoff(base=RETRY_BASE_SECONDS, cap=RETRY_CAP_SECONDS), RETRIES)
-    if cluster:
-        return RedisCluster.from_url(plain, retry=retry)
-    return redis.Redis.from_url(plain, retry=retry)
+    if parsed.cluster:
+        return RedisCluster.from_url(parsed.plain, retry=retry)
+    return redis.Redis.from_url(parsed.plain, retry=retry)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import subprocess
+import sys
 import time
 
 import pytest
@@ -12,6 +14,7 @@ from redis_server import FaultProxy, _start
 
 from persistence import PersistenceLayerError, RecordStatus
 from persistence.redis import _COMPLETE, MAX_TTL_MS, RedisPersistenceLayer
+from persistence.urls import store_from_url
 
 
 @pytest.mark.parametrize("operation", ["get", "acquire", "scan"])
@@ -98,3 +101,107 @@ def test_a_far_expiry_is_written_whole_with_the_longest_key_expiry(redis_server)
 def test_an_asyncio_client_is_refused_naming_the_client_to_use():
     with pytest.raises(ValueError, match="takes a blocking client"):
         RedisPersistenceLayer(client=redis.asyncio.Redis())
+
+
+def test_a_server_that_evicts_keys_is_used_when_the_url_allows_it(evicting_server):
+    store = store_from_url(f"{evicting_server.url}?allow_eviction=true&key_prefix=url-allowed:")
+    assert store.acquire(lock("k"), NOW_MS) is None
+    assert store.client.connection_pool.connection_kwargs.get("allow_eviction") is None  # ours, not redis-py's
+    store.close()
+
+
+def test_a_cluster_node_reached_without_the_cluster_flag_is_refused_naming_the_fix(redis_cluster):
+    # A single-server client on a cluster node sees one node's keys: records list would silently miss the rest.
+    store = store_from_url(f"{redis_cluster.url}?key_prefix=one-node:")
+    for call in (lambda: store.acquire(lock("k"), NOW_MS), lambda: list(store.scan())):
+        with pytest.raises(PersistenceLayerError, match=r"node of a cluster.*add \?cluster=true to the store URL"):
+            call()
+    store.close()
+
+
+def test_a_key_under_the_prefix_that_is_not_utf8_is_a_persistence_error_in_scan(redis_server):
+    store = RedisPersistenceLayer(url=redis_server.url, key_prefix="raw-key:")
+    store.client.hset(b"raw-key:fn#\xff", mapping={"status": "COMPLETE", "expires_at": "9999999999"})
+    with pytest.raises(PersistenceLayerError, match=r"'fn#\\\\xff' is not a record this library wrote") as caught:
+        list(store.scan())
+    assert caught.value.key == "fn#\\xff"
+    assert isinstance(caught.value.__cause__, UnicodeDecodeError)
+    store.client.delete(b"raw-key:fn#\xff")
+    store.close()
+
+
+@pytest.mark.parametrize("operation", ["get", "acquire"])
+def test_a_client_that_decodes_replies_names_the_key_whose_bytes_are_not_utf8(redis_server, operation):
+    client = redis_server.client(decode_responses=True)
+    store = RedisPersistenceLayer(client=client, key_prefix="decoding:")
+    client.hset("decoding:fn#bytes", mapping={"status": b"COMPLETE", "expires_at": b"9999999999", "lease": b"\xff"})
+    calls = {"get": lambda: store.get("fn#bytes"), "acquire": lambda: store.acquire(lock("fn#bytes"), NOW_MS)}
+    with pytest.raises(PersistenceLayerError, match="'fn#bytes' is not a record this library wrote") as caught:
+        calls[operation]()
+    assert caught.value.key == "fn#bytes"
+    assert isinstance(caught.value.__cause__, UnicodeDecodeError)
+    client.delete("decoding:fn#bytes")
+    assert client.ping()  # the client still works after the reply it could not decode
+    client.close()
+
+
+@pytest.mark.parametrize("operation", ["get", "acquire", "scan"])
+def test_a_hash_with_no_record_field_is_a_foreign_item_to_every_operation(redis_server, operation):
+    store = RedisPersistenceLayer(client=redis_server.client(), key_prefix="no-fields:")
+    store.client.hset("no-fields:fn#other", mapping={"owner": "another program"})
+    calls = {"get": lambda: store.get("fn#other"), "acquire": lambda: store.acquire(lock("fn#other"), NOW_MS),
+             "scan": lambda: list(store.scan())}  # fmt: skip
+    with pytest.raises(PersistenceLayerError, match="'fn#other'") as caught:
+        calls[operation]()
+    assert caught.value.key == "fn#other"
+    store.client.delete("no-fields:fn#other")
+    store.client.close()
+
+
+VALKEY_ONLY = """
+import sys
+sys.modules["redis"] = None  # as if only valkey-py were installed
+import valkey
+from persistence import PersistenceLayerError, RecordStatus
+from persistence.redis import RedisPersistenceLayer
+sys.path.insert(0, "tests")
+from records import NOW_MS, done, lock
+
+store = RedisPersistenceLayer(client=valkey.Valkey.from_url(sys.argv[1]), key_prefix="valkey-py:")
+held = lock("k")
+assert store.acquire(held, NOW_MS) is None
+store.complete(done(held, '"once"'))
+assert store.get("k").status is RecordStatus.COMPLETE
+assert store.acquire(lock("k"), NOW_MS).response == '"once"'
+down = RedisPersistenceLayer(client=valkey.Valkey(host="127.0.0.1", port=1), key_prefix="valkey-py:")
+try:
+    down.get("k")
+except PersistenceLayerError as e:
+    print(type(e.__cause__).__module__, e.key)
+"""
+
+
+def test_a_valkey_py_client_works_and_its_errors_are_persistence_errors_without_redis_py(redis_server, tmp_path):
+    script = tmp_path / "valkey_only.py"
+    script.write_text(VALKEY_ONLY)
+    done_ = subprocess.run(
+        [sys.executable, str(script), redis_server.url], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert done_.returncode == 0, done_.stderr
+    assert done_.stdout.split() == ["valkey.exceptions", "k"]
+
+
+def test_a_cluster_with_one_evicting_primary_is_refused(redis_cluster):
+    # Every primary holds records: the one that evicts is the one asked about last in the slot order.
+    node = redis_cluster.node_for_slot(16383)
+    with node.client() as c:
+        c.config_set("maxmemory-policy", "allkeys-lru")
+        c.config_set("maxmemory", "1gb")
+        try:
+            store = store_from_url(f"{redis_cluster.url}?cluster=true&key_prefix=one-evicts:")
+            with pytest.raises(PersistenceLayerError, match="evicts keys \\(maxmemory-policy allkeys-lru\\)"):
+                store.acquire(lock("k"), NOW_MS)
+            store.close()
+        finally:
+            c.config_set("maxmemory", "0")
+            c.config_set("maxmemory-policy", "noeviction")

@@ -66,7 +66,7 @@ def test_redis_url_options_reach_the_client_encoded_as_they_came():
     client.close()
 
 
-def test_a_redis_cluster_flag_that_is_neither_true_nor_false_is_refused():
-    store = store_from_url("redis://127.0.0.1:1/0?cluster=maybe")
-    with pytest.raises(ValueError, match="cluster must be true or false, not 'maybe'"):
-        _ = store.client
+@pytest.mark.parametrize("option", ["cluster", "allow_eviction"])
+def test_a_redis_flag_that_is_neither_true_nor_false_is_refused_when_the_store_is_built(option):
+    with pytest.raises(ValueError, match=f"{option} must be true or false, not 'maybe'"):
+        store_from_url(f"redis://127.0.0.1:1/0?{option}=maybe")
