@@ -31,6 +31,7 @@ from consumer.batch import (
     process_partial_response,
 )
 from consumer.config import IdempotencyConfig, ResponseHook
+from consumer.cutover import PowertoolsCutover
 from consumer.decorators import idempotent, idempotent_function
 from consumer.event_sources import DynamoDBStreamRecord, EventType, KinesisRecord, SQSRecord
 from consumer.guard import IdempotencyGuard, idempotency_disabled
@@ -65,6 +66,7 @@ __all__ = [
     "Outcome",
     "PartialBatchResponse",
     "PersistenceLayerError",
+    "PowertoolsCutover",
     "ResponseHook",
     "SQSRecord",
     "async_process_partial_response",

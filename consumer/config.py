@@ -16,6 +16,7 @@ from consumer._jmespath import compile_expression
 if TYPE_CHECKING:
     from jmespath.parser import ParsedResult
 
+    from consumer.cutover import PowertoolsCutover
     from persistence import IdempotencyRecord
 
 
@@ -51,6 +52,8 @@ class IdempotencyConfig:
         lock_timeout_seconds: Lock lifetime when there is no Lambda context.
         lock_grace_ms: Added to the Lambda deadline before a lock may be taken over.
         response_hook: Applied to a replayed response.
+        powertools_cutover: While moving over from Powertools: read its table through for records our store does
+            not know yet, until a given date (see :class:`consumer.PowertoolsCutover`).
         prefix: The key prefix in force (derived: ``key_prefix``, else the function name, else ``"local"``).
 
     Example:
@@ -70,6 +73,7 @@ class IdempotencyConfig:
     lock_timeout_seconds: int = 60
     lock_grace_ms: int = 1000
     response_hook: ResponseHook | None = None
+    powertools_cutover: PowertoolsCutover | None = None
     key_expression: ParsedResult | None = field(init=False, repr=False, compare=False, default=None)
     validation_expression: ParsedResult | None = field(init=False, repr=False, compare=False, default=None)
     local_caches: LocalCaches | None = field(init=False, repr=False, compare=False, default=None)

@@ -188,7 +188,11 @@ class IdempotencyGuard:
         begun = self._begin()
         if begun is not None:
             record, now_ms = begun
-            self._acquired(record, now_ms, self._sync_store().acquire(record, now_ms))
+            existing = self._sync_store().acquire(record, now_ms)
+            cutover = self.config.powertools_cutover
+            if existing is None and cutover is not None and cutover.is_open(now_ms):  # hook: key free, body next
+                existing = cutover.read_through(self.data, record, self._sync_store(), now_ms)  # consumer/cutover.py
+            self._acquired(record, now_ms, existing)
         return self
 
     async def __aenter__(self) -> IdempotencyGuard:
@@ -216,6 +220,9 @@ class IdempotencyGuard:
                     await settle(store.release(record.key, record.lease))  # ours, and never to be used
                 raise cancelled
             existing = acquiring.result()
+        cutover = self.config.powertools_cutover
+        if existing is None and cutover is not None and cutover.is_open(now_ms):  # hook: key free, body next
+            existing = await cutover.aread_through(self.data, record, store, now_ms)  # consumer/cutover.py
         self._acquired(record, now_ms, existing)
         return self
 

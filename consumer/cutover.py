@@ -1,0 +1,472 @@
+"""Cut-over from a Powertools for AWS Lambda (Python) idempotency table, without running its records again.
+
+A consumer moving over from Powertools starts on a table of its own, where every record Powertools already
+processed is unknown. Configured with ``IdempotencyConfig(powertools_cutover=PowertoolsCutover(...))``, the guard
+looks up, for a record whose key is free in our store (our lock is taken, the body not yet run), the item
+Powertools would have written for the same payload:
+
+- ``COMPLETED`` and unexpired: its stored response replays and the body does not run; our store keeps a
+  ``COMPLETE`` copy (with the Powertools record's expiry), so later deliveries never read the Powertools table;
+- ``INPROGRESS`` with a live lock: the record is in progress elsewhere (our lock is released and the guard
+  raises ``IdempotencyAlreadyInProgressError``, so a batch reports the record failed, to be redelivered);
+- absent, expired, or ``INPROGRESS`` past its lock deadline: the body runs, as Powertools would have let it.
+
+That costs one ``GetItem`` (strongly consistent) per first-time record while the window is open; once the guard's
+clock passes ``until``, nothing but one comparison. A failed read fails the record (the body does not run, our
+lock is released): the batch reports it, and a redelivery reads again.
+
+How Powertools (3.x) finds its records, which this module reproduces: the key is
+``"{prefix}#{hexdigest}"``, ``prefix`` being the decorator's ``key_prefix`` if given, else
+``"{AWS_LAMBDA_FUNCTION_NAME or 'test-func'}.{module}.{qualname}"`` of the decorated function (the handler for
+``@idempotent``, the record handler for ``@idempotent_function``). The digest (``md5`` by default) is taken over
+``json.dumps(selection, sort_keys=True)`` with Python's default separators and ASCII escapes, ``selection`` being
+the ``event_key_jmespath`` result on the payload (the whole payload for ``""``). The payload is the event, or the
+function's data argument in plain form: a dataclass's ``asdict``, a Pydantic model's ``model_dump(mode="json")``,
+an event data class's raw event. Statuses are ``INPROGRESS`` and ``COMPLETED``; ``expiration`` is epoch seconds
+(expired once the current second is past it), ``in_progress_expiration`` epoch milliseconds; the response is the
+result's JSON text.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime as dt
+import decimal
+import enum
+import gzip
+import hashlib
+import json
+import logging
+import math
+import os
+import threading
+import uuid
+from dataclasses import dataclass, field
+from pathlib import PurePath
+from typing import TYPE_CHECKING, Any
+
+import jmespath
+from jmespath import functions
+
+from consumer._async import settle, settled
+from consumer._errors import IdempotencyConfigError, IdempotencyValidationError
+from consumer._serde import encode_result
+from persistence import IdempotencyError, IdempotencyRecord, ItemTooLargeError, PersistenceLayerError, RecordStatus
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    import boto3
+    from botocore.config import Config
+    from jmespath.parser import ParsedResult
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+    from persistence import AsyncPersistenceLayer, PersistenceLayer
+
+logger = logging.getLogger("idempotent_consumer")
+
+_COMPLETED = "COMPLETED"
+_INPROGRESS = "INPROGRESS"
+
+
+class _PowertoolsFunctions(functions.Functions):
+    # The functions Powertools lets key expressions use, decoding base64 as leniently as it does.
+
+    @functions.signature({"types": ["string"]})
+    def _func_powertools_json(self, value: str) -> Any:
+        return json.loads(value)
+
+    @functions.signature({"types": ["string"]})
+    def _func_powertools_base64(self, value: str) -> str:
+        return base64.b64decode(value).decode()
+
+    @functions.signature({"types": ["string"]})
+    def _func_powertools_base64_gzip(self, value: str) -> str:
+        return gzip.decompress(base64.b64decode(value)).decode()
+
+
+def _hash_default(value: Any) -> Any:
+    """The JSON form Powertools' key encoder gives a value that JSON has no form for."""
+    if isinstance(value, decimal.Decimal):
+        return math.nan if value.is_nan() else str(value)
+    if getattr(value, "json", False) and callable(getattr(value, "model_dump", None)):  # a Pydantic model
+        return value.model_dump(mode="json")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, (dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, (uuid.UUID, PurePath)):
+        return str(value)
+    raise TypeError(f"{type(value).__name__} has no JSON form")
+
+
+def powertools_payload(data: Any) -> Any:
+    """What Powertools hashed for ``data``: its plain form, as Powertools prepares a decorated function's payload.
+
+    One of our typed records (``SQSRecord``...) stands for the Powertools data class the record handler received,
+    whose raw event Powertools hashed: its ``raw`` event. Otherwise a dataclass's ``asdict``, a Pydantic model's
+    ``model_dump(mode="json")``, an object's ``dict()`` or ``raw_event``, or ``data`` itself.
+    """
+    if getattr(type(data), "__keyed_by_raw__", False):
+        return data.raw
+    if dataclasses.is_dataclass(data) and not isinstance(data, type):
+        return dataclasses.asdict(data)
+    for method, kwargs in (("model_dump", {"mode": "json"}), ("dict", {})):
+        if not isinstance(data, dict) and callable(getattr(data, method, None)):
+            return getattr(data, method)(**kwargs)
+    return getattr(data, "raw_event", data)
+
+
+def _missing(selection: Any) -> bool:
+    """Whether Powertools finds no key in ``selection`` (then it keeps no record for the payload)."""
+    if isinstance(selection, dict):
+        return all(value is None for value in selection.values())
+    if isinstance(selection, (list, tuple)):
+        return all(value is None for value in selection)
+    if isinstance(selection, (int, float)):  # bool included
+        return False
+    return not selection
+
+
+@dataclass
+class _ClientSlot:
+    client: DynamoDBClient | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def _compile(name: str, expression: str) -> ParsedResult | None:
+    if not expression:  # Powertools' "" (its default): the whole payload
+        return None
+    try:
+        return jmespath.compile(expression)
+    except jmespath.exceptions.JMESPathError as e:
+        raise IdempotencyConfigError(f"{name} {expression!r} is not valid JMESPath: {e}") from e
+
+
+def _hasher(name: str) -> Callable[[bytes], Any]:
+    """The :mod:`hashlib` constructor Powertools finds under ``name`` (``getattr(hashlib, name)``)."""
+    constructor: Any = getattr(hashlib, name, None)
+    try:
+        fixed_length = constructor().digest_size > 0  # shake_* have no fixed length; new() & co need arguments
+    except (TypeError, ValueError) as e:
+        raise IdempotencyConfigError(f"hash_function {name!r} is not a hashlib hash") from e
+    _require(fixed_length, f"hash_function {name!r} is not a fixed-length digest")
+    return constructor  # type: ignore[no-any-return]
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise IdempotencyConfigError(message)
+
+
+@dataclass(frozen=True, slots=True)
+class PowertoolsCutover:
+    """Read a Powertools idempotency table through until ``until``, so that moving over runs nothing twice.
+
+    Give it to the config (``IdempotencyConfig(powertools_cutover=...)``): every guard made with that config (the
+    batch processors' and the decorators' too) reads through. The table, key and attribute options are those of
+    Powertools' ``DynamoDBPersistenceLayer`` and ``IdempotencyConfig``, with the same defaults: copy the values the
+    Powertools deployment used. Name the decorated function whose records to find (``function``), unless
+    Powertools was given a ``key_prefix``.
+
+    Example:
+        >>> import datetime as dt
+        >>> cutover = PowertoolsCutover(
+        ...     table_name="IdempotencyTable",
+        ...     until=dt.datetime(2030, 7, 1, tzinfo=dt.timezone.utc),
+        ...     function="app.record_handler",  # Powertools decorated app.py's record_handler
+        ...     lambda_function_name="orders",  # defaults to AWS_LAMBDA_FUNCTION_NAME, as in Powertools
+        ...     event_key_jmespath="messageId",
+        ... )
+        >>> cutover.prefix
+        'orders.app.record_handler'
+        >>> cutover.is_open(int(dt.datetime(2030, 6, 30, tzinfo=dt.timezone.utc).timestamp() * 1000))
+        True
+
+    Attributes:
+        table_name: The Powertools table.
+        until: When the read-through ends (timezone-aware; a naive datetime is refused). Leave at least one
+            Powertools ``expires_after_seconds`` after the first deployment that reads through.
+        function: The Powertools-decorated function, or its ``"module.qualname"`` (``"app.lambda_handler"``).
+        key_prefix: The ``key_prefix`` Powertools' decorator was given (then ``function`` is not needed).
+        lambda_function_name: The Lambda function name in Powertools' keys; defaults to ``AWS_LAMBDA_FUNCTION_NAME``
+            (read now), else ``"test-func"``.
+        event_key_jmespath: Powertools' ``event_key_jmespath``; ``""`` hashes the whole payload.
+        payload_validation_jmespath: Powertools' ``payload_validation_jmespath``: a stored record made for another
+            payload raises ``IdempotencyValidationError`` (the record fails), as Powertools did.
+        hash_function: Powertools' ``hash_function`` (a :mod:`hashlib` name; ``md5`` by default).
+        jmespath_options: Powertools' ``jmespath_options`` (its ``powertools_*`` functions by default).
+        payload: Turns what our guard receives into what the Powertools function received, when they differ (a
+            Powertools batch processor with a parser ``model`` handed the record handler a model, for instance).
+        key_attr: Partition key attribute (``"id"``).
+        sort_key_attr: Set on a composite-key table: the key is there and the partition key holds
+            ``static_pk_value``.
+        static_pk_value: Partition key value of a composite-key table; defaults to
+            ``"idempotency#{AWS_LAMBDA_FUNCTION_NAME}"``.
+        expiry_attr: Expiry attribute, epoch seconds (``"expiration"``).
+        in_progress_expiry_attr: Lock deadline attribute, epoch milliseconds (``"in_progress_expiration"``).
+        status_attr: Status attribute (``"status"``).
+        data_attr: Stored response attribute (``"data"``).
+        validation_key_attr: Payload-validation hash attribute (``"validation"``).
+        boto3_client: The DynamoDB client to read with (pass ``store.client`` to share ours).
+        boto3_session: A session to make the client from.
+        boto_config: A botocore config for the client made here.
+        prefix: The key prefix in force (derived).
+    """
+
+    table_name: str
+    until: dt.datetime
+    function: str | Callable[..., Any] | None = None
+    key_prefix: str | None = None
+    lambda_function_name: str | None = None
+    event_key_jmespath: str = ""
+    payload_validation_jmespath: str = ""
+    hash_function: str = "md5"
+    jmespath_options: Mapping[str, Any] | None = field(default=None, compare=False)
+    payload: Callable[[Any], Any] | None = None
+    key_attr: str = "id"
+    sort_key_attr: str | None = None
+    static_pk_value: str | None = None
+    expiry_attr: str = "expiration"
+    in_progress_expiry_attr: str = "in_progress_expiration"
+    status_attr: str = "status"
+    data_attr: str = "data"
+    validation_key_attr: str = "validation"
+    boto3_client: DynamoDBClient | None = field(default=None, repr=False, compare=False)
+    boto3_session: boto3.session.Session | None = field(default=None, repr=False, compare=False)
+    boto_config: Config | None = field(default=None, repr=False, compare=False)
+    prefix: str = field(init=False, repr=False, compare=False, default="")
+    _partition_value: str = field(init=False, repr=False, compare=False, default="")
+    _until_ms: float = field(init=False, repr=False, compare=False, default=0.0)
+    _key_expression: ParsedResult | None = field(init=False, repr=False, compare=False, default=None)
+    _validation_expression: ParsedResult | None = field(init=False, repr=False, compare=False, default=None)
+    _options: jmespath.Options | None = field(init=False, repr=False, compare=False, default=None)
+    _hasher: Callable[[bytes], Any] = field(init=False, repr=False, compare=False, default=hashlib.sha256)
+    _slot: _ClientSlot = field(init=False, repr=False, compare=False, default_factory=_ClientSlot)
+
+    def __post_init__(self) -> None:
+        """Validate the options and derive the key prefix, hash and expressions once."""
+        until = self.until
+        _require(isinstance(until, dt.datetime), f"until must be a datetime, got {until!r}")
+        _require(
+            until.tzinfo is not None and until.utcoffset() is not None,
+            f"until must be timezone-aware, e.g. datetime(2030, 7, 1, tzinfo=timezone.utc); got the naive {until!r}",
+        )
+        _require(bool(self.table_name), "table_name must not be empty")
+        _require(self.sort_key_attr != self.key_attr, f"sort_key_attr must differ from key_attr ({self.key_attr!r})")
+        function = self.function
+        if callable(function):
+            function = f"{function.__module__}.{function.__qualname__}"
+        _require(
+            bool(self.key_prefix or function),
+            "name the Powertools-decorated function (function=...) or the key_prefix Powertools was given",
+        )
+        lambda_name = self.lambda_function_name
+        if lambda_name is None:
+            lambda_name = os.environ.get("AWS_LAMBDA_FUNCTION_NAME", "test-func")
+        derived: dict[str, Any] = {
+            "prefix": self.key_prefix or f"{lambda_name}.{function}",
+            "_partition_value": self.static_pk_value
+            if self.static_pk_value is not None
+            else f"idempotency#{os.environ.get('AWS_LAMBDA_FUNCTION_NAME', '')}",
+            "_until_ms": until.timestamp() * 1000,
+            "_key_expression": _compile("event_key_jmespath", self.event_key_jmespath),
+            "_validation_expression": _compile("payload_validation_jmespath", self.payload_validation_jmespath),
+            "_options": jmespath.Options(**(self.jmespath_options or {"custom_functions": _PowertoolsFunctions()})),
+            "_hasher": _hasher(self.hash_function),
+        }
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)
+        self._slot.client = self.boto3_client
+
+    # -- keys -----------------------------------------------------------------------------------------
+
+    def is_open(self, now_ms: int) -> bool:
+        """Whether the window is open at ``now_ms`` (epoch milliseconds, the guard's clock)."""
+        return now_ms < self._until_ms
+
+    def _digest(self, value: Any) -> str:
+        text = json.dumps(value, sort_keys=True, default=_hash_default)
+        digest: str = self._hasher(text.encode()).hexdigest()
+        return digest
+
+    def _select(self, expression: ParsedResult | None, payload: Any) -> Any:
+        return payload if expression is None else expression.search(payload, options=self._options)
+
+    def powertools_key(self, data: Any) -> str | None:
+        """The key Powertools gave ``data`` (what its decorated function received); ``None``: it kept no record.
+
+        Raises:
+            Exception: Whatever selecting or serializing the payload raised (Powertools failed the same way, so it
+                kept no record either).
+        """
+        payload = powertools_payload(data) if self.payload is None else self.payload(data)
+        selection = self._select(self._key_expression, payload)
+        return None if _missing(selection) else f"{self.prefix}#{self._digest(selection)}"
+
+    # -- the read ---------------------------------------------------------------------------------------
+
+    def _client(self) -> DynamoDBClient:
+        slot = self._slot
+        if slot.client is None:
+            with slot.lock:
+                if slot.client is None:
+                    import boto3  # noqa: PLC0415 - only a read-through pays for it, on its first read
+                    from botocore.config import Config  # noqa: PLC0415
+
+                    session = self.boto3_session or boto3.session.Session()
+                    slot.client = session.client(
+                        "dynamodb", config=self.boto_config or Config(retries={"mode": "standard"})
+                    )
+        return slot.client
+
+    def _read(self, key: str, our_key: str) -> dict[str, Any] | None:
+        from botocore.exceptions import BotoCoreError, ClientError  # noqa: PLC0415 - lazy, as boto3
+
+        item_key = {self.key_attr: {"S": key}}
+        if self.sort_key_attr is not None:
+            item_key = {self.key_attr: {"S": self._partition_value}, self.sort_key_attr: {"S": key}}
+        try:
+            answer = self._client().get_item(TableName=self.table_name, Key=item_key, ConsistentRead=True)
+        except (ClientError, BotoCoreError, UnicodeError) as e:
+            raise PersistenceLayerError(
+                f"reading the Powertools record {key!r} of {our_key!r} from {self.table_name!r} failed: {e}",
+                key=our_key,
+            ) from e
+        item: dict[str, Any] | None = answer.get("Item")
+        return item
+
+    def _find(self, data: Any, held: IdempotencyRecord, now_ms: int) -> IdempotencyRecord | None:
+        """What the Powertools table says of ``data``, in our terms (see :meth:`read_through`)."""
+        try:
+            key = self.powertools_key(data)
+        except Exception as e:  # noqa: BLE001 - Powertools failed on this payload too: it kept no record of it
+            logger.warning(
+                "no Powertools key for %r (%r): Powertools kept no record of it, so none is read", held.key, e
+            )
+            return None
+        if key is None:
+            return None
+        item = self._read(key, held.key)
+        if item is None:
+            return None
+        try:
+            status = item[self.status_attr]["S"]
+            expires_at = int(item[self.expiry_attr]["N"])
+            lock = item.get(self.in_progress_expiry_attr)
+            lock_ms = None if lock is None else int(lock["N"])
+            if status not in (_COMPLETED, _INPROGRESS):
+                raise ValueError(f"status {status!r}")  # noqa: TRY301 - one message for every malformed item
+        except (KeyError, TypeError, ValueError) as e:
+            msg = f"the Powertools item {key!r} of {held.key!r} is not a Powertools record ({e!r}): not run"
+            raise PersistenceLayerError(msg, key=held.key) from e
+        if expires_at < now_ms // 1000 or (status == _INPROGRESS and lock_ms is not None and lock_ms < now_ms):
+            return None  # expired, or its holder missed its deadline: Powertools would run it again
+        self._validate(data, key, item, held.key)
+        if status == _INPROGRESS:
+            lock_ms = expires_at * 1000 if lock_ms is None else lock_ms  # without a deadline it lives to its expiry
+            return IdempotencyRecord(key, RecordStatus.IN_PROGRESS, expires_at, lock_ms)
+        return held.completed(self._response(key, item.get(self.data_attr)), expires_at)
+
+    def _validate(self, data: Any, key: str, item: dict[str, Any], our_key: str) -> None:
+        if self._validation_expression is None:
+            return
+        payload = powertools_payload(data) if self.payload is None else self.payload(data)
+        stored = item.get(self.validation_key_attr, {}).get("S")
+        if stored != self._digest(self._select(self._validation_expression, payload)):
+            raise IdempotencyValidationError(
+                f"the Powertools record {key!r} was made for a different payload "
+                f"(payload_validation_jmespath {self.payload_validation_jmespath!r})",
+                key=our_key,
+            )
+
+    @staticmethod
+    def _response(key: str, value: Any) -> str | None:
+        """Our encoding of the response Powertools stored (its JSON text); ``None`` when there is none to replay."""
+        text = value.get("S") if isinstance(value, dict) else None
+        if not text:
+            return None
+        try:
+            return encode_result(json.loads(text))
+        except ValueError as e:  # the body ran: replay without the response rather than run it again
+            logger.warning("the response of Powertools record %r cannot be replayed (%s): replaying None", key, e)
+            return None
+
+    # -- the hook -----------------------------------------------------------------------------------
+
+    def read_through(
+        self, data: Any, held: IdempotencyRecord, store: PersistenceLayer, now_ms: int
+    ) -> IdempotencyRecord | None:
+        """The guard's hook: our lock ``held`` was just taken on ``data``'s key; read the Powertools table.
+
+        Returns:
+            ``None``: the body runs, under our lock. A ``COMPLETE`` record: ours, committed with the Powertools
+            response (the guard replays it). An ``IN_PROGRESS`` record: the live Powertools lock (ours was
+            released; the guard reports the record in progress).
+
+        Raises:
+            PersistenceLayerError: The read or our commit failed (our lock was released; the body must not run).
+            IdempotencyValidationError: The Powertools record was made for a different payload (lock released).
+        """
+        try:
+            found = self._find(data, held, now_ms)
+            if found is None:
+                return None
+            if found.status is RecordStatus.COMPLETE:
+                try:
+                    store.complete(found)
+                except ItemTooLargeError as e:
+                    found = _without_response(found, e)
+                    store.complete(found)
+                return found
+        except BaseException as e:
+            _release_after(lambda: store.release(held.key, held.lease), held, e)
+            raise
+        store.release(held.key, held.lease)
+        return found
+
+    async def aread_through(
+        self, data: Any, held: IdempotencyRecord, store: AsyncPersistenceLayer, now_ms: int
+    ) -> IdempotencyRecord | None:
+        """:meth:`read_through` for ``async with``: the read runs in a thread; a cancellation waits for it.
+
+        Raises:
+            The same as :meth:`read_through` (and ``asyncio.CancelledError``, our lock released).
+        """
+        import asyncio  # noqa: PLC0415 - imported by the running loop already
+
+        try:
+            found = await settled(asyncio.to_thread(self._find, data, held, now_ms))
+            if found is None:
+                return None
+            if found.status is RecordStatus.COMPLETE:
+                try:
+                    await settled(store.complete(found))
+                except ItemTooLargeError as e:
+                    found = _without_response(found, e)
+                    await settled(store.complete(found))
+                return found
+        except BaseException as e:
+            future, _ = await settle(store.release(held.key, held.lease))
+            _release_after(future.result, held, e)
+            raise
+        await settled(store.release(held.key, held.lease))
+        return found
+
+
+def _without_response(record: IdempotencyRecord, error: ItemTooLargeError) -> IdempotencyRecord:
+    logger.warning("the Powertools response of %r is too large for our store (%s): kept without it", record.key, error)
+    return dataclasses.replace(record, response=None)
+
+
+def _release_after(release: Callable[[], object], held: IdempotencyRecord, error: BaseException) -> None:
+    """Release our lock after the read-through failed with ``error``; a failed release is noted on ``error``."""
+    try:
+        release()
+    except IdempotencyError as failed:
+        logger.error("could not release %r after the Powertools read-through failed (%r): %s", held.key, error, failed)  # noqa: TRY400
+        if hasattr(error, "add_note"):  # Python 3.11+
+            error.add_note(f"idempotent-consumer: releasing {held.key!r} failed as well: {failed!r}")
