@@ -38,6 +38,10 @@ from consumer.guard import IdempotencyGuard, idempotency_disabled
 from consumer.keys import DEFAULT_KEY_EXPRESSIONS, make_key
 from persistence import IdempotencyError, ItemTooLargeError, LockLostError, PersistenceLayerError
 
+#: The distribution's version. The only place it is written: pyproject.toml reads it from here (setuptools parses
+#: this line without importing the package), so ``importlib.metadata.version("idempotent-consumer")`` agrees.
+__version__ = "0.1.0"
+
 __all__ = [
     "DEFAULT_KEY_EXPRESSIONS",
     "AlreadyProcessed",

@@ -4,15 +4,26 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import sys
 import time
 from dataclasses import asdict
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from consumer.config import IdempotencyConfig
 from consumer.keys import DEFAULT_KEY_EXPRESSIONS, default_key_expression, make_key, select
-from persistence import IdempotencyError, IdempotencyRecord, LockLostError, RecordStatus, store_from_url
+from persistence import (
+    DEFAULT_STORE_URL,
+    STORE_URL_VARIABLE,
+    IdempotencyError,
+    IdempotencyRecord,
+    LockLostError,
+    RecordStatus,
+    SQLitePersistenceLayer,
+    store_from_url,
+)
 
 if TYPE_CHECKING:
     import argparse
@@ -43,12 +54,42 @@ def out(text: str = "") -> None:
         print(text.encode(encoding, "backslashreplace").decode(encoding))  # noqa: T201
 
 
-def open_store(url: str) -> PersistenceLayer:
-    """The store a ``--store`` URL names (a bad URL is a usage error)."""
+def store_url(option: str | None) -> str:
+    """The store URL a command uses: ``--store`` if given, else ``$IDEMPOTENCY_STORE_URL``, else the default.
+
+    Args:
+        option: The ``--store`` option's value (``None`` when it was not given).
+
+    Returns:
+        The URL; an empty option or variable counts as not given, as in ``store_from_url``.
+    """
+    return option or os.environ.get(STORE_URL_VARIABLE) or DEFAULT_STORE_URL
+
+
+def open_store(option: str | None) -> PersistenceLayer:
+    """The store the ``records`` commands read: ``--store``, else ``$IDEMPOTENCY_STORE_URL``, else the default.
+
+    A SQLite file that does not exist is an error (exit 1), never an empty store created on the spot: a
+    command run from the wrong directory, or with a mistyped path, would show no records and leave a file behind.
+
+    Args:
+        option: The ``--store`` option's value (``None`` when it was not given).
+
+    Raises:
+        CommandError: The URL names no store (exit 2), or a SQLite file that does not exist (exit 1).
+    """
+    url = store_url(option)
     try:
-        return store_from_url(url)
+        store = store_from_url(url)
     except ValueError as e:
         raise CommandError(str(e), 2) from e
+    if isinstance(store, SQLitePersistenceLayer) and not store.path.exists():
+        where = "" if store.path.is_absolute() else f" (in {Path.cwd()})"
+        raise CommandError(
+            f"the SQLite store {str(store.path)!r}{where} does not exist (store {url!r}); run the command where the "
+            f"consumer wrote its store, or name it with --store or ${STORE_URL_VARIABLE}"
+        )
+    return store
 
 
 def _now_ms() -> int:

@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from consumer import __version__
 from consumer import _cli_records as ops
-from consumer._cli_records import CommandError, out
+from consumer._cli_records import CommandError, out, store_url
 from consumer.local_context import LocalContext
 from persistence import DEFAULT_STORE_URL, STORE_URL_VARIABLE, IdempotencyError, RecordStatus
 
@@ -20,13 +21,24 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
+# Every example below runs as written from any directory (tests/integration/test_package.py runs each one in a
+# fresh virtual environment with the built wheel): the files they name are the user's own (app.py defining
+# `handler`, event.json), the keys are what `records list` shows, and URLs are quoted for the shell.
+STORE_HELP = f"store URL: this option, else ${STORE_URL_VARIABLE}, else {DEFAULT_STORE_URL} (in the current directory)"
+RECORDS_DESCRIPTION = f"""See and reset idempotency records.
+
+The store is --store, else ${STORE_URL_VARIABLE}, else {DEFAULT_STORE_URL}. A SQLite store
+that does not exist is an error: these commands never create one.
+"""
 RECORDS_EXAMPLES = """examples:
-  idempotent-consumer records list --status IN_PROGRESS
+  # KEY as records list shows it
+  idempotent-consumer records list
+  idempotent-consumer records list --status IN_PROGRESS --store sqlite:///.idempotency.sqlite3
   idempotent-consumer records list --json --store 'dynamodb://Idempotency?region=eu-west-1'
-  idempotent-consumer records show 'orders-consumer#9f86d08...'
-  idempotent-consumer records delete 'orders-consumer#9f86d08...' --yes
-  idempotent-consumer records delete 'orders-consumer#9f86d08...' --yes --force   # even a live lock
-  idempotent-consumer records stuck
+  idempotent-consumer records show 'orders#9f86d08...'
+  idempotent-consumer records delete 'orders#9f86d08...' --yes
+  idempotent-consumer records delete 'orders#9f86d08...' --yes --force   # even a live lock
+  idempotent-consumer records stuck --json
 """
 DELETE_DESCRIPTION = """Delete one record so that its record runs again on its next delivery.
 
@@ -36,18 +48,27 @@ and a COMPLETE record are deleted without --force. Only the record read is delet
 meanwhile (another invocation took it over), nothing is deleted.
 """
 KEY_EXAMPLES = """examples:
-  idempotent-consumer key --event samples/events/sqs_orders.json
-  idempotent-consumer key --event samples/events/sqs_orders.json \\
-      --jmespath 'powertools_json(body).order_id' --prefix orders
+  # event.json: an event as Lambda delivers it
+  idempotent-consumer key --event event.json
+  idempotent-consumer key --event event.json --jmespath 'powertools_json(body).order_id' --prefix orders
 """
 TABLE_EXAMPLES = """examples:
   idempotent-consumer table create --table IdempotencyTable --region eu-west-1
   idempotent-consumer table create --table Idempotency --endpoint-url http://127.0.0.1:8000 --region us-east-1
 """
-INVOKE_EXAMPLES = """examples:
-  idempotent-consumer invoke samples.sqs_orders:handler --event samples/events/sqs_orders.json
-  idempotent-consumer invoke samples.sqs_orders:handler --event samples/events/sqs_orders.json --repeat 2
-  idempotent-consumer invoke app:handler --event event.json --store dynamodb://Idempotency?endpoint_url=http://127.0.0.1:8000
+INVOKE_DESCRIPTION = f"""Run a handler locally with a stand-in Lambda context; print each response as one JSON line.
+
+The handler gets its store URL in ${STORE_URL_VARIABLE} (persistence.store_from_url() reads it):
+--store if given, else ${STORE_URL_VARIABLE} as the environment has it, else {DEFAULT_STORE_URL}.
+"""
+INVOKE_EXAMPLES = f"""examples:
+  # app.py in the current directory defines handler; event.json holds an event
+  idempotent-consumer invoke app:handler --event event.json
+  idempotent-consumer invoke app:handler --event event.json --repeat 2 --function-name orders
+  idempotent-consumer invoke app:handler --event - --store memory:// < event.json
+  {STORE_URL_VARIABLE}=sqlite:///orders.sqlite3 idempotent-consumer invoke app:handler --event event.json
+  idempotent-consumer invoke app:handler --event event.json \\
+      --store 'dynamodb://Idempotency?endpoint_url=http://127.0.0.1:8000&region=us-east-1'
 """
 
 
@@ -77,8 +98,12 @@ def _read_event(path: str) -> Any:
 
 
 def invoke(args: argparse.Namespace) -> int:
-    """Run a handler locally with a stand-in Lambda context; print each response as one JSON line."""
-    os.environ[STORE_URL_VARIABLE] = args.store
+    """Run a handler locally with a stand-in Lambda context; print each response as one JSON line.
+
+    The handler's store URL (``$IDEMPOTENCY_STORE_URL``, which ``store_from_url()`` reads) is ``--store``,
+    else the variable as the environment has it, else the SQLite file in the current directory.
+    """
+    os.environ[STORE_URL_VARIABLE] = store_url(args.store)
     if args.function_name:
         os.environ["AWS_LAMBDA_FUNCTION_NAME"] = args.function_name
     handler = load_handler(args.handler)
@@ -101,16 +126,18 @@ def build_parser() -> argparse.ArgumentParser:
         prog="idempotent-consumer", description="Run idempotent Lambda consumers locally and inspect their records."
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser(
         "invoke",
         help="run a handler locally on an event file",
+        description=INVOKE_DESCRIPTION,
         epilog=INVOKE_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     run.add_argument("handler", metavar="MODULE:HANDLER")
     run.add_argument("--event", required=True, metavar="FILE", help="the event, as JSON ('-' for stdin)")
-    run.add_argument("--store", default=DEFAULT_STORE_URL, metavar="URL", help=f"default {DEFAULT_STORE_URL}")
+    run.add_argument("--store", default=None, metavar="URL", help=f"the handler's {STORE_HELP}")
     run.add_argument("--repeat", type=_positive, default=1, metavar="N", help="invoke N times (redeliveries)")
     run.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS", help="the stand-in function timeout")
     run.add_argument("--function-name", default=None, help="sets AWS_LAMBDA_FUNCTION_NAME (the key prefix)")
@@ -130,11 +157,11 @@ def _subparser(commands: Any, name: str, help_text: str, examples: str, **kwargs
 
 def _add_records(commands: Any) -> None:
     store = argparse.ArgumentParser(add_help=False)
-    store.add_argument("--store", default=os.environ.get(STORE_URL_VARIABLE, DEFAULT_STORE_URL), metavar="URL",
-                       help=f"store URL (default ${STORE_URL_VARIABLE} or {DEFAULT_STORE_URL})")  # fmt: skip
+    store.add_argument("--store", default=None, metavar="URL", help=STORE_HELP)
     listing = argparse.ArgumentParser(add_help=False)
     listing.add_argument("--json", action="store_true", help="one JSON object per line")
-    records = _subparser(commands, "records", "see and reset idempotency records", RECORDS_EXAMPLES)
+    records = _subparser(commands, "records", "see and reset idempotency records", RECORDS_EXAMPLES,
+                         description=RECORDS_DESCRIPTION)  # fmt: skip
     actions = records.add_subparsers(dest="records_command", required=True)
     show_list = _subparser(actions, "list", "list records", RECORDS_EXAMPLES, parents=[store, listing])
     show_list.add_argument("--status", choices=[s.value for s in RecordStatus], help="EXPIRED is derived from time")

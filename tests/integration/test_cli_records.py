@@ -26,10 +26,11 @@ ROOT = Path(__file__).resolve().parents[2]
 EVENTS = ROOT / "samples" / "events"
 
 
-def cli(*args, stdin=""):
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def cli(*args, stdin="", cwd=ROOT, env=None):
+    inherited = {k: v for k, v in os.environ.items() if k != "IDEMPOTENCY_STORE_URL"}  # the test decides
+    env = {**inherited, "PYTHONPATH": str(ROOT), **(env or {})}
     return subprocess.run([sys.executable, "-m", "consumer.cli", *args], capture_output=True, text=True, env=env,
-                          input=stdin, cwd=ROOT, timeout=60, check=False)  # fmt: skip
+                          input=stdin, cwd=cwd, timeout=60, check=False)  # fmt: skip
 
 
 @pytest.fixture(params=["sqlite", "dynamodb", "redis", "redis-cluster"])
@@ -314,3 +315,51 @@ def test_list_and_show_a_response_holding_a_lone_surrogate(ddb_server):
     shown = cli("records", "show", "fn#odd", "--store", url)
     assert shown.returncode == 0, shown.stderr
     assert '"\\ud83d"' in shown.stdout
+
+
+RECORDS_COMMANDS = [
+    ["list"],
+    ["list", "--json"],
+    ["show", "fn#complete"],
+    ["delete", "fn#complete", "--yes"],
+    ["stuck"],
+]
+
+
+@pytest.mark.parametrize("command", RECORDS_COMMANDS, ids=" ".join)
+def test_records_on_a_sqlite_file_that_does_not_exist_fail_and_create_nothing(tmp_path, command):
+    absent = tmp_path / "typo.sqlite3"
+    result = cli("records", *command, "--store", f"sqlite:///{absent}", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith(f"idempotent-consumer: the SQLite store '{absent}' does not exist")
+    assert list(tmp_path.iterdir()) == []  # no file, no -wal or -shm beside it
+
+
+def test_records_without_a_store_name_the_default_file_and_the_directory_it_was_looked_for_in(tmp_path):
+    result = cli("records", "list", cwd=tmp_path)
+    assert result.returncode == 1
+    assert f"the SQLite store '.idempotency.sqlite3' (in {tmp_path}) does not exist" in result.stderr
+    assert "--store" in result.stderr
+    assert list(tmp_path.iterdir()) == []
+    in_a_missing_directory = cli("records", "stuck", "--store", "sqlite:///no/such/dir/records.sqlite3", cwd=tmp_path)
+    assert in_a_missing_directory.returncode == 1
+    assert "'no/such/dir/records.sqlite3'" in in_a_missing_directory.stderr
+    assert "does not exist" in in_a_missing_directory.stderr
+
+
+def test_records_read_the_store_url_variable_and_the_option_wins_over_it(tmp_path):
+    url = f"sqlite:///{tmp_path}/records.sqlite3"
+    store, now = store_from_url(url), int(time.time())
+    held = IdempotencyRecord.in_progress("fn#mine", expires_at=now + 3600, lock_deadline_ms=(now + 60) * 1000)
+    assert store.acquire(held, now * 1000) is None
+    listed = cli("records", "list", "--json", cwd=tmp_path, env={"IDEMPOTENCY_STORE_URL": url})
+    assert (listed.returncode, keys_listed(listed)) == (0, ["fn#mine"]), listed.stderr
+    missing = f"sqlite:///{tmp_path}/other.sqlite3"
+    overridden = cli("records", "list", "--store", missing, cwd=tmp_path, env={"IDEMPOTENCY_STORE_URL": url})
+    assert overridden.returncode == 1
+    assert "other.sqlite3' does not exist" in overridden.stderr
+    from_variable = cli("records", "list", cwd=tmp_path, env={"IDEMPOTENCY_STORE_URL": missing})
+    assert "other.sqlite3' does not exist" in from_variable.stderr
+    assert not (tmp_path / "other.sqlite3").exists()

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import consumer
 from samples.ledger import Ledger
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,12 +29,16 @@ def handler(event, context):
 
 def boom(event, context):
     raise RuntimeError("downstream is down")
+
+def store_url(event, context):
+    return os.environ.get("IDEMPOTENCY_STORE_URL")
 """
 
 
 def cli(tmp_path, *args, stdin=None, env=None):
     (tmp_path / "app.py").write_text(HANDLER)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    inherited = {k: v for k, v in os.environ.items() if k != "IDEMPOTENCY_STORE_URL"}  # the test decides
+    env = {**inherited, "PYTHONPATH": str(ROOT), **(env or {})}
     return subprocess.run([sys.executable, "-m", "consumer.cli", *args], capture_output=True, text=True, cwd=tmp_path,
                           env=env, input=stdin, timeout=60, check=False)  # fmt: skip
 
@@ -118,3 +123,46 @@ def test_help_has_examples(tmp_path):
     result = cli(tmp_path, "invoke", "--help")
     assert result.returncode == 0
     assert "examples:" in result.stdout
+
+
+def test_invoke_uses_the_store_url_variable_when_no_store_is_given(tmp_path):
+    (tmp_path / "event.json").write_text(json.dumps({"id": "e-3"}))
+    env = {"IDEMPOTENCY_STORE_URL": "sqlite:///from-env.sqlite3"}
+    seen = cli(tmp_path, "invoke", "app:store_url", "--event", "event.json", env=env)
+    assert (seen.returncode, json.loads(seen.stdout)) == (0, "sqlite:///from-env.sqlite3"), seen.stderr
+    first = cli(tmp_path, "invoke", "app:handler", "--event", "event.json", env=env)
+    assert first.returncode == 0, first.stderr
+    again = cli(tmp_path, "invoke", "app:handler", "--event", "event.json", env=env)
+    assert json.loads(again.stdout) == json.loads(first.stdout)  # replayed from that file in a new process
+    assert (tmp_path / "from-env.sqlite3").exists()
+    assert not (tmp_path / ".idempotency.sqlite3").exists()
+
+
+def test_store_option_wins_over_the_variable_which_wins_over_the_default(tmp_path):
+    (tmp_path / "event.json").write_text("{}")
+    variable = {"IDEMPOTENCY_STORE_URL": "sqlite:///from-env.sqlite3"}
+    option = cli(tmp_path, "invoke", "app:store_url", "--event", "event.json", "--store", "memory://", env=variable)
+    assert json.loads(option.stdout) == "memory://", option.stderr
+    neither = cli(tmp_path, "invoke", "app:store_url", "--event", "event.json")
+    assert json.loads(neither.stdout) == "sqlite:///.idempotency.sqlite3", neither.stderr
+    empty = cli(tmp_path, "invoke", "app:store_url", "--event", "event.json", env={"IDEMPOTENCY_STORE_URL": ""})
+    assert json.loads(empty.stdout) == "sqlite:///.idempotency.sqlite3", empty.stderr  # empty counts as unset
+
+
+def test_help_states_the_store_precedence(tmp_path):
+    text = " ".join(cli(tmp_path, "invoke", "--help").stdout.split())
+    assert "--store if given, else $IDEMPOTENCY_STORE_URL as the environment has it, else sqlite:///" in text
+    assert "this option, else $IDEMPOTENCY_STORE_URL, else sqlite:///.idempotency.sqlite3" in text
+
+
+def test_version_prints_the_package_version(tmp_path):
+    result = cli(tmp_path, "--version")
+    assert (result.returncode, result.stdout) == (0, f"idempotent-consumer {consumer.__version__}\n")
+
+
+def test_help_examples_name_only_the_users_own_files(tmp_path):
+    # Run as written by tests/integration/test_package.py; here: nothing from this repository is named.
+    for command in (["invoke"], ["key"], ["records", "list"], ["table", "create"]):
+        examples = cli(tmp_path, *command, "--help").stdout.split("examples:", 1)[1]
+        assert "samples" not in examples, command
+        assert "idempotent-consumer " in examples, command
