@@ -1,56 +1,44 @@
 """Cut-over from a Powertools for AWS Lambda (Python) idempotency table, without running its records again.
 
-A consumer moving over from Powertools starts on a table of its own, where every record Powertools already
-processed is unknown. Configured with ``IdempotencyConfig(powertools_cutover=PowertoolsCutover(...))``, the guard
-looks up, for a record whose key is free in our store (our lock is taken, the body not yet run), the item
-Powertools would have written for the same payload:
+With ``IdempotencyConfig(powertools_cutover=PowertoolsCutover(...))``, a guard that has just taken the lock of a
+key our store did not know reads the item Powertools would have written for the same payload, before the body:
 
-- ``COMPLETED`` and unexpired: its stored response replays and the body does not run; our store keeps a
-  ``COMPLETE`` copy (with the Powertools record's expiry), so later deliveries never read the Powertools table;
-- ``INPROGRESS`` with a live lock: the record is in progress elsewhere (our lock is released and the guard
-  raises ``IdempotencyAlreadyInProgressError``, so a batch reports the record failed, to be redelivered);
-- absent, expired, or ``INPROGRESS`` past its lock deadline: the body runs, as Powertools would have let it.
+- ``COMPLETED``, unexpired: its response replays, the body does not run; our store keeps a ``COMPLETE`` copy (with
+  the Powertools expiry), so later deliveries never read the Powertools table;
+- ``INPROGRESS`` with a live lock: in progress elsewhere (our lock released, ``IdempotencyAlreadyInProgressError``:
+  a batch reports the record failed, to be redelivered);
+- absent, expired, or ``INPROGRESS`` past its lock deadline: the body runs, as under Powertools.
 
-That costs one ``GetItem`` (strongly consistent) per first-time record while the window is open; once the guard's
-clock passes ``until``, nothing but one comparison. A failed read fails the record (the body does not run, our
-lock is released): the batch reports it, and a redelivery reads again.
-
-How Powertools (3.x) finds its records, which this module reproduces: the key is
-``"{prefix}#{hexdigest}"``, ``prefix`` being the decorator's ``key_prefix`` if given, else
-``"{AWS_LAMBDA_FUNCTION_NAME or 'test-func'}.{module}.{qualname}"`` of the decorated function (the handler for
-``@idempotent``, the record handler for ``@idempotent_function``). The digest (``md5`` by default) is taken over
-``json.dumps(selection, sort_keys=True)`` with Python's default separators and ASCII escapes, ``selection`` being
-the ``event_key_jmespath`` result on the payload (the whole payload for ``""``). The payload is the event, or the
-function's data argument in plain form: a dataclass's ``asdict``, a Pydantic model's ``model_dump(mode="json")``,
-an event data class's raw event. Statuses are ``INPROGRESS`` and ``COMPLETED``; ``expiration`` is epoch seconds
-(expired once the current second is past it), ``in_progress_expiration`` epoch milliseconds; the response is the
-result's JSON text.
+One strongly consistent ``GetItem`` per first-time record while the window is open; after ``until`` (by the guard's
+clock), one comparison. A failed read fails the record unrun, with our lock released.
+The Powertools record format is in ``consumer._powertools``.
 """
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import datetime as dt
-import decimal
-import enum
-import gzip
 import hashlib
 import json
 import logging
-import math
 import os
 import threading
-import uuid
 from dataclasses import dataclass, field
-from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
 import jmespath
-from jmespath import functions
 
 from consumer._async import settle, settled
 from consumer._errors import IdempotencyConfigError, IdempotencyValidationError
+from consumer._powertools import (
+    COMPLETED,
+    INPROGRESS,
+    PowertoolsFunctions,
+    digest,
+    hasher,
+    is_missing,
+    powertools_payload,
+)
 from consumer._serde import encode_result
 from persistence import IdempotencyError, IdempotencyRecord, ItemTooLargeError, PersistenceLayerError, RecordStatus
 
@@ -66,70 +54,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("idempotent_consumer")
 
-_COMPLETED = "COMPLETED"
-_INPROGRESS = "INPROGRESS"
-
-
-class _PowertoolsFunctions(functions.Functions):
-    # The functions Powertools lets key expressions use, decoding base64 as leniently as it does.
-
-    @functions.signature({"types": ["string"]})
-    def _func_powertools_json(self, value: str) -> Any:
-        return json.loads(value)
-
-    @functions.signature({"types": ["string"]})
-    def _func_powertools_base64(self, value: str) -> str:
-        return base64.b64decode(value).decode()
-
-    @functions.signature({"types": ["string"]})
-    def _func_powertools_base64_gzip(self, value: str) -> str:
-        return gzip.decompress(base64.b64decode(value)).decode()
-
-
-def _hash_default(value: Any) -> Any:
-    """The JSON form Powertools' key encoder gives a value that JSON has no form for."""
-    if isinstance(value, decimal.Decimal):
-        return math.nan if value.is_nan() else str(value)
-    if getattr(value, "json", False) and callable(getattr(value, "model_dump", None)):  # a Pydantic model
-        return value.model_dump(mode="json")
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, (dt.date, dt.time)):
-        return value.isoformat()
-    if isinstance(value, (uuid.UUID, PurePath)):
-        return str(value)
-    raise TypeError(f"{type(value).__name__} has no JSON form")
-
-
-def powertools_payload(data: Any) -> Any:
-    """What Powertools hashed for ``data``: its plain form, as Powertools prepares a decorated function's payload.
-
-    One of our typed records (``SQSRecord``...) stands for the Powertools data class the record handler received,
-    whose raw event Powertools hashed: its ``raw`` event. Otherwise a dataclass's ``asdict``, a Pydantic model's
-    ``model_dump(mode="json")``, an object's ``dict()`` or ``raw_event``, or ``data`` itself.
-    """
-    if getattr(type(data), "__keyed_by_raw__", False):
-        return data.raw
-    if dataclasses.is_dataclass(data) and not isinstance(data, type):
-        return dataclasses.asdict(data)
-    for method, kwargs in (("model_dump", {"mode": "json"}), ("dict", {})):
-        if not isinstance(data, dict) and callable(getattr(data, method, None)):
-            return getattr(data, method)(**kwargs)
-    return getattr(data, "raw_event", data)
-
-
-def _missing(selection: Any) -> bool:
-    """Whether Powertools finds no key in ``selection`` (then it keeps no record for the payload)."""
-    if isinstance(selection, dict):
-        return all(value is None for value in selection.values())
-    if isinstance(selection, (list, tuple)):
-        return all(value is None for value in selection)
-    if isinstance(selection, (int, float)):  # bool included
-        return False
-    return not selection
-
 
 @dataclass
 class _ClientSlot:
@@ -144,17 +68,6 @@ def _compile(name: str, expression: str) -> ParsedResult | None:
         return jmespath.compile(expression)
     except jmespath.exceptions.JMESPathError as e:
         raise IdempotencyConfigError(f"{name} {expression!r} is not valid JMESPath: {e}") from e
-
-
-def _hasher(name: str) -> Callable[[bytes], Any]:
-    """The :mod:`hashlib` constructor Powertools finds under ``name`` (``getattr(hashlib, name)``)."""
-    constructor: Any = getattr(hashlib, name, None)
-    try:
-        fixed_length = constructor().digest_size > 0  # shake_* have no fixed length; new() & co need arguments
-    except (TypeError, ValueError) as e:
-        raise IdempotencyConfigError(f"hash_function {name!r} is not a hashlib hash") from e
-    _require(fixed_length, f"hash_function {name!r} is not a fixed-length digest")
-    return constructor  # type: ignore[no-any-return]
 
 
 def _require(condition: bool, message: str) -> None:
@@ -275,8 +188,8 @@ class PowertoolsCutover:
             "_until_ms": until.timestamp() * 1000,
             "_key_expression": _compile("event_key_jmespath", self.event_key_jmespath),
             "_validation_expression": _compile("payload_validation_jmespath", self.payload_validation_jmespath),
-            "_options": jmespath.Options(**(self.jmespath_options or {"custom_functions": _PowertoolsFunctions()})),
-            "_hasher": _hasher(self.hash_function),
+            "_options": jmespath.Options(**(self.jmespath_options or {"custom_functions": PowertoolsFunctions()})),
+            "_hasher": hasher(self.hash_function),
         }
         for name, value in derived.items():
             object.__setattr__(self, name, value)
@@ -289,9 +202,7 @@ class PowertoolsCutover:
         return now_ms < self._until_ms
 
     def _digest(self, value: Any) -> str:
-        text = json.dumps(value, sort_keys=True, default=_hash_default)
-        digest: str = self._hasher(text.encode()).hexdigest()
-        return digest
+        return digest(value, self._hasher)
 
     def _select(self, expression: ParsedResult | None, payload: Any) -> Any:
         return payload if expression is None else expression.search(payload, options=self._options)
@@ -305,7 +216,7 @@ class PowertoolsCutover:
         """
         payload = powertools_payload(data) if self.payload is None else self.payload(data)
         selection = self._select(self._key_expression, payload)
-        return None if _missing(selection) else f"{self.prefix}#{self._digest(selection)}"
+        return None if is_missing(selection) else f"{self.prefix}#{self._digest(selection)}"
 
     # -- the read ---------------------------------------------------------------------------------------
 
@@ -344,9 +255,7 @@ class PowertoolsCutover:
         try:
             key = self.powertools_key(data)
         except Exception as e:  # noqa: BLE001 - Powertools failed on this payload too: it kept no record of it
-            logger.warning(
-                "no Powertools key for %r (%r): Powertools kept no record of it, so none is read", held.key, e
-            )
+            logger.warning("no Powertools key for %r (%r): Powertools kept no record of it", held.key, e)
             return None
         if key is None:
             return None
@@ -358,15 +267,15 @@ class PowertoolsCutover:
             expires_at = int(item[self.expiry_attr]["N"])
             lock = item.get(self.in_progress_expiry_attr)
             lock_ms = None if lock is None else int(lock["N"])
-            if status not in (_COMPLETED, _INPROGRESS):
+            if status not in (COMPLETED, INPROGRESS):
                 raise ValueError(f"status {status!r}")  # noqa: TRY301 - one message for every malformed item
         except (KeyError, TypeError, ValueError) as e:
             msg = f"the Powertools item {key!r} of {held.key!r} is not a Powertools record ({e!r}): not run"
             raise PersistenceLayerError(msg, key=held.key) from e
-        if expires_at < now_ms // 1000 or (status == _INPROGRESS and lock_ms is not None and lock_ms < now_ms):
+        if expires_at < now_ms // 1000 or (status == INPROGRESS and lock_ms is not None and lock_ms < now_ms):
             return None  # expired, or its holder missed its deadline: Powertools would run it again
         self._validate(data, key, item, held.key)
-        if status == _INPROGRESS:
+        if status == INPROGRESS:
             lock_ms = expires_at * 1000 if lock_ms is None else lock_ms  # without a deadline it lives to its expiry
             return IdempotencyRecord(key, RecordStatus.IN_PROGRESS, expires_at, lock_ms)
         return held.completed(self._response(key, item.get(self.data_attr)), expires_at)

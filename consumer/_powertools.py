@@ -1,0 +1,123 @@
+"""What Powertools for AWS Lambda (Python) 3.x writes, as ``consumer.cutover`` needs it to find a record again.
+
+- Key: ``"{prefix}#{hexdigest}"``. ``prefix`` is the decorator's ``key_prefix`` when given, else
+  ``"{lambda}.{module}.{qualname}"``: ``AWS_LAMBDA_FUNCTION_NAME`` (``"test-func"`` when unset) and the decorated
+  function (the handler under ``@idempotent``, the function itself under ``@idempotent_function``).
+- Hexdigest: ``getattr(hashlib, hash_function)`` (``md5`` by default) over ``json.dumps(selection,
+  sort_keys=True)`` (default separators, ASCII escapes), ``selection`` being the ``event_key_jmespath`` result on
+  the payload, with the ``powertools_*`` JMESPath functions (all of the payload for ``""``, the default). A
+  selection that is empty, or only ``None`` values, has no key: no record is written.
+- Payload: the event; under ``@idempotent_function``, the data argument in plain form (a dataclass's ``asdict``,
+  a Pydantic model's ``model_dump(mode="json")``, a data class's raw event: a batch record handler's
+  ``SQSRecord`` is hashed as the raw record).
+- Item (its ``DynamoDBPersistenceLayer``): the key under ``id`` (or under ``sort_key_attr``, the partition key
+  holding ``"idempotency#{AWS_LAMBDA_FUNCTION_NAME}"``); ``status`` ``INPROGRESS`` or ``COMPLETED``;
+  ``expiration`` in epoch seconds, expired once the current second is past it; ``in_progress_expiration`` in
+  epoch milliseconds (absent without a Lambda context: the lock then lasts until the expiry); ``data``, the
+  response's JSON text; ``validation``, the payload-validation hash (same hash, over that selection).
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime as dt
+import decimal
+import enum
+import gzip
+import hashlib
+import json
+import math
+import uuid
+from pathlib import PurePath
+from typing import TYPE_CHECKING, Any
+
+from jmespath import functions
+
+from consumer._errors import IdempotencyConfigError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+COMPLETED = "COMPLETED"
+INPROGRESS = "INPROGRESS"
+
+
+class PowertoolsFunctions(functions.Functions):
+    # The functions Powertools lets key expressions use, decoding base64 as leniently as it does.
+
+    @functions.signature({"types": ["string"]})
+    def _func_powertools_json(self, value: str) -> Any:
+        return json.loads(value)
+
+    @functions.signature({"types": ["string"]})
+    def _func_powertools_base64(self, value: str) -> str:
+        return base64.b64decode(value).decode()
+
+    @functions.signature({"types": ["string"]})
+    def _func_powertools_base64_gzip(self, value: str) -> str:
+        return gzip.decompress(base64.b64decode(value)).decode()
+
+
+def _hash_default(value: Any) -> Any:
+    """The JSON form Powertools' key encoder gives a value that JSON has no form for."""
+    if isinstance(value, decimal.Decimal):
+        return math.nan if value.is_nan() else str(value)
+    if getattr(value, "json", False) and callable(getattr(value, "model_dump", None)):  # a Pydantic model
+        return value.model_dump(mode="json")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, (dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, (uuid.UUID, PurePath)):
+        return str(value)
+    raise TypeError(f"{type(value).__name__} has no JSON form")
+
+
+def powertools_payload(data: Any) -> Any:
+    """What Powertools hashed for ``data``: its plain form, as Powertools prepares a decorated function's payload.
+
+    One of our typed records (``SQSRecord``...) stands for the Powertools data class the record handler received,
+    whose raw event Powertools hashed: its ``raw`` event. Otherwise a dataclass's ``asdict``, a Pydantic model's
+    ``model_dump(mode="json")``, an object's ``dict()`` or ``raw_event``, or ``data`` itself.
+    """
+    if getattr(type(data), "__keyed_by_raw__", False):
+        return data.raw
+    if dataclasses.is_dataclass(data) and not isinstance(data, type):
+        return dataclasses.asdict(data)
+    for method, kwargs in (("model_dump", {"mode": "json"}), ("dict", {})):
+        if not isinstance(data, dict) and callable(getattr(data, method, None)):
+            return getattr(data, method)(**kwargs)
+    return getattr(data, "raw_event", data)
+
+
+def is_missing(selection: Any) -> bool:
+    """Whether Powertools finds no key in ``selection`` (then it keeps no record for the payload)."""
+    if isinstance(selection, dict):
+        return all(value is None for value in selection.values())
+    if isinstance(selection, (list, tuple)):
+        return all(value is None for value in selection)
+    if isinstance(selection, (int, float)):  # bool included
+        return False
+    return not selection
+
+
+def hasher(name: str) -> Callable[[bytes], Any]:
+    """The :mod:`hashlib` constructor Powertools finds under ``name`` (``getattr(hashlib, name)``)."""
+    constructor: Any = getattr(hashlib, name, None)
+    try:
+        fixed_length = constructor().digest_size > 0  # shake_* have no fixed length; new() & co need arguments
+    except (TypeError, ValueError) as e:
+        raise IdempotencyConfigError(f"hash_function {name!r} is not a hashlib hash") from e
+    if not fixed_length:
+        raise IdempotencyConfigError(f"hash_function {name!r} is not a fixed-length digest")
+    return constructor  # type: ignore[no-any-return]
+
+
+def digest(value: Any, hash_constructor: Callable[[bytes], Any]) -> str:
+    """Powertools' hash of a key selection (or a payload-validation selection)."""
+    text = json.dumps(value, sort_keys=True, default=_hash_default)
+    hexdigest: str = hash_constructor(text.encode()).hexdigest()
+    return hexdigest
