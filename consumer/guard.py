@@ -26,6 +26,7 @@ from persistence import (
     IdempotencyRecord,
     InlineStore,
     ItemTooLargeError,
+    PersistenceLayerError,
     RecordStatus,
     as_async_store,
     is_async_store,
@@ -333,7 +334,7 @@ class IdempotencyGuard:
         if held is not None:
             try:
                 self._sync_store().release(held.key, held.lease)
-            except IdempotencyError as e:
+            except Exception as e:  # noqa: BLE001 - any store's failure: the body's exception still wins
                 self._release_failed(held, failure, e)
         return self._closed(exc, failure)
 
@@ -362,7 +363,7 @@ class IdempotencyGuard:
         if held is not None:
             try:
                 await settled(store.release(held.key, held.lease))
-            except IdempotencyError as e:
+            except Exception as e:  # noqa: BLE001 - any store's failure: the body's exception still wins
                 self._release_failed(held, failure, e)
         return self._closed(exc, failure)
 
@@ -457,7 +458,10 @@ class IdempotencyGuard:
         if self._cache is not None:
             self._cache.put(complete, self._now_ms())
 
-    def _release_failed(self, held: IdempotencyRecord, exc: BaseException | None, error: IdempotencyError) -> None:
+    def _release_failed(self, held: IdempotencyRecord, exc: BaseException | None, error: Exception) -> None:
+        if not isinstance(error, IdempotencyError):  # a store of the user's raised its own error
+            wrapped = PersistenceLayerError(f"the store failed to release {held.key!r}: {error!r}", key=held.key)
+            wrapped.__cause__, error = error, wrapped
         self.release_error = error
         logger.error("could not release %r after the body raised %r: %s", held.key, exc, error)
         if exc is not None and hasattr(exc, "add_note"):  # Python 3.11+

@@ -187,6 +187,22 @@ class TestFailures:
             assert "releasing" in boom.__notes__[0]
         assert store.get(guard.key).response == '"taken over"'
 
+    def test_a_release_that_raises_a_foreign_error_keeps_the_body_exception(self, face, store, clock):
+        class ReleaseFails:  # a user's store whose release raises its own error, not the library's
+            def __getattr__(self, name):
+                return getattr(store, name)
+
+            def release(self, *_):
+                raise OSError("disk gone")
+
+        guard = face.enter(IdempotencyGuard(SQS_RECORD, store=ReleaseFails(), clock=clock))
+        boom = ValueError("bad order")
+        assert face.exit(guard, boom) is False
+        assert isinstance(guard.release_error, PersistenceLayerError)
+        assert guard.release_error.key == guard.key
+        assert isinstance(guard.release_error.__cause__, OSError)
+        assert store.get(guard.key).status is RecordStatus.IN_PROGRESS  # left to expire, never committed
+
     def test_unserializable_result_commits_without_response_and_warns(self, face, store, clock, caplog):
         guards = []
         face.guarded(SQS_RECORD, keep(guards, object()), store=store, clock=clock)
