@@ -40,7 +40,7 @@ from consumer._powertools import (
     powertools_payload,
 )
 from consumer._serde import encode_result
-from persistence import IdempotencyError, IdempotencyRecord, ItemTooLargeError, PersistenceLayerError, RecordStatus
+from persistence import IdempotencyRecord, ItemTooLargeError, PersistenceLayerError, RecordStatus
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -375,7 +375,7 @@ def _release_after(release: Callable[[], object], held: IdempotencyRecord, error
     """Release our lock after the read-through failed with ``error``; a failed release is noted on ``error``."""
     try:
         release()
-    except IdempotencyError as failed:
+    except Exception as failed:  # noqa: BLE001 - any store's failure: the read-through's error still wins
         logger.error("could not release %r after the Powertools read-through failed (%r): %s", held.key, error, failed)  # noqa: TRY400
         if hasattr(error, "add_note"):  # Python 3.11+
             error.add_note(f"idempotent-consumer: releasing {held.key!r} failed as well: {failed!r}")

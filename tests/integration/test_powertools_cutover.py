@@ -14,6 +14,7 @@ import json
 import math
 import os
 import subprocess
+import sys
 import textwrap
 import time
 from pathlib import Path
@@ -515,3 +516,26 @@ def test_the_window_is_a_comparison_with_the_guards_clock():
     assert cutover.is_open(end_ms - 1)
     assert not cutover.is_open(end_ms)
     assert math.isclose(end_ms, cutover._until_ms)
+
+
+class _ReleaseFails(InMemoryPersistenceLayer):
+    def release(self, key: str, lease: str) -> None:
+        raise RuntimeError(f"the store is down: {key} {lease} stay")
+
+
+def test_a_failed_release_after_a_failed_read_keeps_the_reads_error():
+    cutover = PowertoolsCutover(table_name="pt", until=UNTIL, key_prefix="p", boto3_client=_stub_client())
+    stubber = Stubber(cutover.boto3_client)
+    stubber.add_client_error("get_item", "AccessDeniedException", "not authorized to perform dynamodb:GetItem")
+    ran = []
+    config = IdempotencyConfig(powertools_cutover=cutover)
+    processor = BatchProcessor(EventType.SQS, store=_ReleaseFails(), config=config, raise_on_entire_batch_failure=False)
+    with stubber:
+        response = processor.process({"Records": [{"messageId": "m-1", "body": "{}"}]}, lambda r: ran.append(1))
+    assert response == {"batchItemFailures": [{"itemIdentifier": "m-1"}]}
+    assert ran == []
+    error = processor.items[0].error
+    assert isinstance(error, PersistenceLayerError)
+    assert "not authorized" in str(error)
+    if sys.version_info >= (3, 11):  # exception notes
+        assert any("the store is down" in note for note in error.__notes__)
