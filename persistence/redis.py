@@ -13,11 +13,11 @@ Importing :mod:`persistence` never imports it.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import inspect
-from dataclasses import dataclass
+import threading
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from persistence._attributes import check_size
 from persistence._base import (
@@ -30,6 +30,7 @@ from persistence._base import (
 )
 from persistence._errors import PersistenceLayerError
 from persistence._record import MS_PER_SECOND, IdempotencyRecord, RecordStatus
+from persistence._redis_url import client_from_url, parse_url
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -90,6 +91,9 @@ end
 return cur
 """
 
+#: Each script's SHA1, the name EVALSHA calls it by.
+_SHA1 = {s: hashlib.sha1(s.encode(), usedforsecurity=False).hexdigest() for s in (_ACQUIRE, _COMPLETE, _RELEASE)}
+
 
 class RedisPersistenceLayer:
     """Records in Redis or Valkey, each transition one atomic Lua script (one round trip, fenced by the lease).
@@ -125,29 +129,39 @@ class RedisPersistenceLayer:
         Raises:
             ValueError: Neither or both of ``client`` and ``url``; a URL this store cannot use; a negative margin;
                 an asyncio client.
+            TypeError: A margin that is not a whole number of seconds; a prefix that is not text.
+            ImportError: A URL without redis-py installed.
         """
         if (client is None) == (url is None):
             raise ValueError("pass exactly one of client= (a redis-py client) and url=")
-        from_url = _parse_url(url) if url is not None else None  # a bad URL fails here, not at the first record
+        from_url = parse_url(url) if url is not None else None  # a bad URL fails here, not at the first record
         if inspect.iscoroutinefunction(getattr(client, "execute_command", None)):
             msg = "the Redis store takes a blocking client (redis.Redis); AsyncBatchProcessor runs it in threads"
             raise ValueError(msg)
+        if isinstance(expiry_margin_seconds, bool) or not isinstance(expiry_margin_seconds, int):
+            # A float would reach PEXPIRE after HSET: a lock written with no expiry, failing its record.
+            msg = f"expiry_margin_seconds must be a whole number of seconds, got {expiry_margin_seconds!r}"
+            raise TypeError(msg)
         if expiry_margin_seconds < 0:
             raise ValueError(f"expiry_margin_seconds must not be negative, got {expiry_margin_seconds}")
+        if not isinstance(key_prefix, str):
+            raise TypeError(f"key_prefix must be text, got {key_prefix!r}")
         self.key_prefix = key_prefix
         self.url = url
         self.expiry_margin_seconds = expiry_margin_seconds
         self.allow_eviction = allow_eviction or (from_url is not None and from_url.allow_eviction)
         self._client = client
-        self._scripts: dict[str, Callable[..., Any]] = {}
         self._errors: tuple[type[Exception], ...] | None = None
         self._server_checked = False
+        self._building = threading.Lock()
 
     @property
     def client(self) -> Any:
         """The redis-py client (built from ``url`` on first use)."""
         if self._client is None:
-            self._client = client_from_url(self.url or "")
+            with self._building:  # threads making their first call at once share one client
+                if self._client is None:
+                    self._client = client_from_url(self.url or "")
         return self._client
 
     def close(self) -> None:
@@ -157,19 +171,20 @@ class RedisPersistenceLayer:
         """
         if self.url is not None and self._client is not None:
             client, self._client = self._client, None
-            self._scripts.clear()
             client.close()
 
-    def _script(self, name: str, source: str) -> Callable[..., Any]:
-        # register_script calls EVALSHA, and loads the script again when the server answers NOSCRIPT.
-        script = self._scripts.get(name)
-        if script is None:
-            script = self._scripts[name] = self.client.register_script(source)
-        return script
+    def _run(self, key: str, source: str, args: list[Any]) -> Any:
+        stored, sha = self.key_prefix + key, _SHA1[source]
 
-    def _run(self, key: str, name: str, source: str, args: list[Any]) -> Any:
-        stored = self.key_prefix + key
-        return self._command(key, lambda _: self._script(name, source)(keys=[stored], args=args))
+        def call(client: Any) -> Any:
+            try:
+                return client.evalsha(sha, 1, stored, *args)
+            except self._errors_named("NoScriptError"):
+                # A server that does not have it yet (or lost it on a restart): EVAL runs it and keeps it, on the
+                # key's own node (redis-py's SCRIPT LOAD would go to every primary, and fail while one is down).
+                return client.eval(source, 1, stored, *args)
+
+        return self._command(key, call)
 
     def acquire(self, record: IdempotencyRecord, now_ms: int) -> IdempotencyRecord | None:
         """See :meth:`persistence.PersistenceLayer.acquire`."""
@@ -178,7 +193,7 @@ class RedisPersistenceLayer:
         # A record counts until the END of its expires_at second: the key lives one second past it, plus the margin.
         ttl_ms = (record.expires_at + 1 + self.expiry_margin_seconds) * MS_PER_SECOND - now_ms
         args = [now_ms // MS_PER_SECOND, now_ms, min(max(1, ttl_ms), MAX_TTL_MS), *_pairs(record)]
-        found = self._run(record.key, "acquire", _ACQUIRE, args)
+        found = self._run(record.key, _ACQUIRE, args)
         return None if found is None else blocking(record, _decode(record.key, found, present=True))
 
     def complete(self, record: IdempotencyRecord) -> None:
@@ -188,13 +203,13 @@ class RedisPersistenceLayer:
         margin_ms = self.expiry_margin_seconds * MS_PER_SECOND
         fields = _pairs(record, lock_deadline=False)  # a COMPLETE record has no lock deadline
         args = [record.lease, record.expires_at, margin_ms, MAX_TTL_MS, *fields]
-        found = self._run(record.key, "complete", _COMPLETE, args)
+        found = self._run(record.key, _COMPLETE, args)
         if found is not None:
             confirm_complete(record, _decode(record.key, found))
 
     def release(self, key: str, lease: str) -> None:
         """See :meth:`persistence.PersistenceLayer.release`."""
-        found = self._run(key, "release", _RELEASE, [lease])
+        found = self._run(key, _RELEASE, [lease])
         if found is not None:
             confirm_release(key, _decode(key, found))
 
@@ -237,7 +252,8 @@ class RedisPersistenceLayer:
                 self._check_server()
             return call(self.client)
         except errors as e:
-            raise PersistenceLayerError(f"Redis store failed on {key!r}: {e}", key=key) from e
+            subject = f"on {key!r}" if key is not None else "while scanning its keys"
+            raise PersistenceLayerError(f"Redis store failed {subject}: {e}", key=key) from e
         except UnicodeEncodeError as e:  # a key holding a lone surrogate has no UTF-8 form
             raise PersistenceLayerError(f"Redis store cannot encode the text of {key!r}: {e}", key=key) from e
         except UnicodeDecodeError as e:  # a client built with decode_responses=True, reading bytes we did not write
@@ -245,27 +261,37 @@ class RedisPersistenceLayer:
             raise PersistenceLayerError(msg, key=key) from e
 
     def _client_errors(self) -> tuple[type[Exception], ...]:
-        """The error base of the client's own library: redis-py's ``RedisError`` or valkey-py's ``ValkeyError``."""
-        library = type(self.client).__module__.partition(".")[0]
+        """The errors of the client's own library, redis-py's or valkey-py's (a URL's client is redis-py's).
+
+        Both libraries raise ``RedisError`` / ``ValkeyError``, and their cluster clients also raise
+        ``RedisClusterException`` / ``ValkeyClusterException``, which do not derive from it.
+        """
+        library = type(self._client).__module__.partition(".")[0] if self._client is not None else "redis"
         try:
             exceptions = importlib.import_module(f"{library}.exceptions")
         except ImportError:  # another library's client: its errors reach the caller as they are
             exceptions = None
-        bases = (getattr(exceptions, name, None) for name in ("RedisError", "ValkeyError"))
-        self._errors = tuple(b for b in bases if isinstance(b, type) and issubclass(b, Exception))
+        names = ("RedisError", "ValkeyError", "RedisClusterException", "ValkeyClusterException")
+        found = (getattr(exceptions, name, None) for name in names)
+        self._errors = tuple(e for e in found if isinstance(e, type) and issubclass(e, Exception))
         return self._errors
 
     def _check_server(self) -> None:
-        # Once per store, one INFO (it works where CONFIG is blocked: ElastiCache, MemoryDB).
-        cluster_client = hasattr(self.client, "get_primaries")  # RedisCluster's: every primary answers
-        info = self.client.info(target_nodes=self.client.PRIMARIES) if cluster_client else self.client.info()
-        nodes = [n for n in info.values() if isinstance(n, dict)] if cluster_client else [info]
-        if not cluster_client and info.get("cluster_enabled"):
-            msg = (
-                "the Redis server is a node of a cluster, reached by a client for a single server: add "
-                "?cluster=true to the store URL, or pass a RedisCluster client"
-            )
-            raise PersistenceLayerError(msg)
+        """Once per store: refuse a server that evicts keys, and a cluster node reached as a single server.
+
+        INFO works where CONFIG is blocked (ElastiCache, MemoryDB). A cluster's primaries are asked one by one;
+        one that is down is not asked again (it holds no record until it is back, and the rest must not wait).
+        """
+        if hasattr(self.client, "get_primaries"):  # a cluster client (redis-py's or valkey-py's)
+            nodes = [n for n in map(self._node_info, self.client.get_primaries()) if n is not None]
+        else:
+            nodes = [self._info(self.client.info)]
+            if nodes[0].get("cluster_enabled"):
+                msg = (
+                    "the Redis server is a node of a cluster, reached by a client for a single server: add "
+                    "?cluster=true to the store URL, or pass a RedisCluster client"
+                )
+                raise PersistenceLayerError(msg)
         for node in nodes:
             policy = node.get("maxmemory_policy", "noeviction")
             if policy != "noeviction" and int(node.get("maxmemory", 0)) and not self.allow_eviction:
@@ -275,7 +301,36 @@ class RedisPersistenceLayer:
                     "allow_eviction=True (?allow_eviction=true in a URL) to accept it"
                 )
                 raise PersistenceLayerError(msg)
-        self._server_checked = True
+        self._server_checked = bool(nodes)
+
+    def _node_info(self, node: Any) -> dict[str, Any] | None:
+        """One cluster primary's INFO, or ``None`` when it cannot be reached now."""
+        down: tuple[type[Exception], ...] = (ConnectionError, TimeoutError)
+        down += self._errors_named("ConnectionError", "TimeoutError")
+        try:
+            answer = self._info(lambda: self.client.info(target_nodes=node))
+        except down:
+            return None
+        per_node = [v for v in answer.values() if isinstance(v, dict)]
+        return per_node[0] if per_node and "maxmemory_policy" not in answer else answer
+
+    def _info(self, ask: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """INFO's answer, or an error naming the fix when this user may not run INFO (an ACL without it)."""
+        try:
+            return ask()
+        except self._errors_named("NoPermissionError") as e:
+            if self.allow_eviction:  # nothing left to check that the user has not already accepted
+                return {}
+            msg = (
+                "the Redis store checks the server's maxmemory-policy with INFO, which this user may not run: "
+                "grant it (ACL +info), or pass allow_eviction=True to skip the check"
+            )
+            raise PersistenceLayerError(msg) from e
+
+    def _errors_named(self, *names: str) -> tuple[type[Exception], ...]:
+        library = {e.__module__ for e in self._errors or ()}
+        found = (getattr(importlib.import_module(module), name, None) for module in library for name in names)
+        return tuple(e for e in found if isinstance(e, type) and issubclass(e, Exception))
 
 
 def _key_text(raw: Any, prefix: str) -> str:
@@ -319,65 +374,3 @@ def _glob_escape(text: str) -> str:
 #: The longest Redis expiry a key is given (about 3,000 years): a larger one overflows the server's clock
 #: arithmetic, and PEXPIRE would fail after the record was written.
 MAX_TTL_MS = 10**14
-
-#: A client built from a URL retries a failed connection this many times, 10 ms apart and doubling up to 1 s
-#: (with jitter): what redis-py gives a client built with ``Redis(host=...)``.
-RETRIES, RETRY_BASE_SECONDS, RETRY_CAP_SECONDS = 10, 0.01, 1.0
-
-
-_FLAGS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
-_SCHEMES = {"redis": "redis", "valkey": "redis", "rediss": "rediss", "valkeys": "rediss"}
-
-
-@dataclass(frozen=True, slots=True)
-class _ParsedURL:
-    """A store URL split into what redis-py reads (``plain``) and this store's own options."""
-
-    plain: str
-    cluster: bool
-    allow_eviction: bool
-
-
-def _parse_url(url: str) -> _ParsedURL:
-    parts = urlsplit(url)
-    scheme = _SCHEMES.get(parts.scheme)
-    if scheme is None:
-        raise ValueError(f"store URL {url!r}: a Redis URL starts with redis://, rediss://, valkey:// or valkeys://")
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    flags = {}
-    for option in ("cluster", "allow_eviction"):
-        values = [value.lower() for name, value in query if name == option]
-        if values and values[-1] not in _FLAGS:
-            raise ValueError(f"store URL {url!r}: {option} must be true or false, not {values[-1]!r}")
-        flags[option] = bool(values) and _FLAGS[values[-1]]
-    rest = urlencode([(name, value) for name, value in query if name not in flags])  # encoded as it came
-    return _ParsedURL(urlunsplit((scheme, parts.netloc, parts.path, rest, "")), **flags)
-
-
-def client_from_url(url: str) -> Any:
-    """A redis-py client for a ``redis://``, ``rediss://``, ``valkey://`` or ``valkeys://`` URL.
-
-    ``?cluster=true`` makes a ``RedisCluster`` (the URL names any one node); ``?allow_eviction=`` is the store's
-    and not passed on; the other query options are redis-py's own. Connection errors and timeouts are retried
-    (``RETRIES``), as redis-py does for a client built with ``Redis(host=...)``: every script of this store is
-    safe to send again.
-
-    Raises:
-        ValueError: Another scheme, or a flag that is neither true nor false.
-        ImportError: redis-py is not installed (``pip install 'idempotent-consumer[redis]'``).
-    """
-    parsed = _parse_url(url)
-    try:
-        import redis  # noqa: PLC0415 - the optional dependency
-        from redis.backoff import ExponentialWithJitterBackoff  # noqa: PLC0415
-        from redis.cluster import RedisCluster  # noqa: PLC0415
-        from redis.retry import Retry  # noqa: PLC0415
-    except ImportError as e:
-        msg = "the Redis store needs redis-py: pip install 'idempotent-consumer[redis]'"
-        raise ImportError(msg) from e
-    # from_url connections retry nothing, unlike a client built with Redis(host=...): a reset connection during a
-    # commit would fail a record whose body ran. Every script is safe to send again (a retry finds its own lease).
-    retry = Retry(ExponentialWithJitterBackoff(base=RETRY_BASE_SECONDS, cap=RETRY_CAP_SECONDS), RETRIES)
-    if parsed.cluster:
-        return RedisCluster.from_url(parsed.plain, retry=retry)
-    return redis.Redis.from_url(parsed.plain, retry=retry)

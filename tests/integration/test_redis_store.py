@@ -10,7 +10,8 @@ import time
 import pytest
 import redis.asyncio
 from records import NOW_MS, done, lock
-from redis_server import FaultProxy, _start
+from redis.crc import key_slot
+from redis_server import FaultProxy, _free_ports, _start, start_cluster
 
 from persistence import PersistenceLayerError, RecordStatus
 from persistence.redis import _COMPLETE, MAX_TTL_MS, RedisPersistenceLayer
@@ -205,3 +206,65 @@ def test_a_cluster_with_one_evicting_primary_is_refused(redis_cluster):
         finally:
             c.config_set("maxmemory", "0")
             c.config_set("maxmemory-policy", "noeviction")
+
+
+@pytest.mark.parametrize("case", ["not a cluster", "nobody listening"])
+def test_a_cluster_client_that_cannot_start_fails_with_a_persistence_error(redis_server, case):
+    # redis-py's RedisClusterException does not derive from RedisError: it escaped as a bare library error.
+    url = redis_server.url if case == "not a cluster" else f"redis://127.0.0.1:{_free_ports(1)[0]}"
+    store = store_from_url(f"{url}?cluster=true&key_prefix=no-cluster:")
+    with pytest.raises(PersistenceLayerError, match="Redis store failed on 'k'") as caught:
+        store.acquire(lock("k"), NOW_MS)
+    assert caught.value.key == "k"
+    assert caught.value.__cause__ is not None
+
+
+@pytest.fixture
+def user_without_info(redis_server):
+    # A common least-privilege ACL: every command but the @dangerous ones, INFO among them.
+    with redis_server.client() as c:
+        c.acl_setuser("app", enabled=True, passwords=["+app-pass"], keys=["*"], commands=["+@all", "-@dangerous"])
+        yield f"redis://app:app-pass@127.0.0.1:{redis_server.port}/0"
+        c.acl_deluser("app")
+
+
+def test_a_user_who_may_not_run_info_is_told_what_to_grant(user_without_info):
+    store = store_from_url(f"{user_without_info}?key_prefix=acl:")
+    with pytest.raises(PersistenceLayerError, match=r"may not run: grant it \(ACL \+info\)"):
+        store.acquire(lock("k"), NOW_MS)
+    store.close()
+
+
+def test_a_user_who_may_not_run_info_works_once_eviction_is_accepted(user_without_info):
+    store = store_from_url(f"{user_without_info}?key_prefix=acl-allowed:&allow_eviction=true")
+    held = lock("k")
+    assert store.acquire(held, NOW_MS) is None
+    store.complete(done(held))
+    assert store.get("k").status is RecordStatus.COMPLETE
+    store.close()
+
+
+def test_a_store_built_while_a_cluster_primary_is_down_serves_the_others():
+    # With cluster-require-full-coverage no, the healthy slots keep working: a store built now must use them,
+    # not fail every record because one primary cannot answer its INFO.
+    cluster = start_cluster()
+    try:
+        for node in cluster.nodes:
+            with node.client() as c:
+                c.config_set("cluster-require-full-coverage", "no")
+        store = store_from_url(f"{cluster.url}?cluster=true&key_prefix=partial:")
+        dead = cluster.node_for_slot(16383)
+        dead.kill()
+        live = [key for key in (f"k{n}" for n in range(30)) if _owner(cluster, key) is not dead]
+        assert live
+        for key in live:
+            held = lock(key)
+            assert store.acquire(held, NOW_MS) is None
+            store.complete(done(held))
+        store.close()
+    finally:
+        cluster.stop()
+
+
+def _owner(cluster, key: str):
+    return cluster.node_for_slot(key_slot(f"partial:{key}".encode()))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+from threading import Barrier
+
 import pytest
 
 from persistence import (
@@ -10,6 +13,7 @@ from persistence import (
     SQLitePersistenceLayer,
     store_from_url,
 )
+from persistence.redis import RedisPersistenceLayer
 
 
 def test_sqlite_relative_and_absolute_paths(tmp_path):
@@ -70,3 +74,51 @@ def test_redis_url_options_reach_the_client_encoded_as_they_came():
 def test_a_redis_flag_that_is_neither_true_nor_false_is_refused_when_the_store_is_built(option):
     with pytest.raises(ValueError, match=f"{option} must be true or false, not 'maybe'"):
         store_from_url(f"redis://127.0.0.1:1/0?{option}=maybe")
+
+
+@pytest.mark.parametrize(
+    ("url", "unknown"),
+    [
+        ("redis://app:s3cret@127.0.0.1:1/0?socket_timeot=2", "socket_timeot"),
+        ("rediss://app:s3cret@127.0.0.1:1/0?cluster=true&read_from_replica=true", "read_from_replica"),
+    ],
+)
+def test_a_redis_option_nobody_knows_is_refused_when_built_without_showing_the_password(url, unknown):
+    # redis-py would take it and fail every connection with a TypeError, record after record.
+    for build in (store_from_url, lambda u: RedisPersistenceLayer(url=u)):
+        with pytest.raises(ValueError, match=f"unknown options \\['{unknown}'\\]") as caught:
+            build(url)
+        assert "s3cret" not in str(caught.value)
+        assert "app:***@127.0.0.1:1" in str(caught.value)
+
+
+def test_redis_connection_options_and_the_stores_own_flags_are_accepted():
+    url = "rediss://127.0.0.1:1/2?ssl_cert_reqs=none&socket_timeout=2&cluster=false&allow_eviction=true"
+    store = store_from_url(url)
+    assert store.allow_eviction is True
+    kwargs = store.client.connection_pool.connection_kwargs
+    assert (kwargs["ssl_cert_reqs"], kwargs["socket_timeout"], kwargs["db"]) == ("none", 2.0, 2)
+    assert "allow_eviction" not in kwargs
+    store.close()
+
+
+@pytest.mark.parametrize(("option", "value"), [("expiry_margin_seconds", 300.0), ("expiry_margin_seconds", True),
+                                               ("key_prefix", None)])  # fmt: skip
+def test_a_redis_store_setting_of_the_wrong_type_is_refused_when_built(option, value):
+    # A float margin reached PEXPIRE after HSET: a lock left with no expiry, failing its record and every retry.
+    with pytest.raises(TypeError, match=option):
+        RedisPersistenceLayer(url="redis://127.0.0.1:1/0", **{option: value})
+
+
+def test_threads_making_a_url_stores_first_call_at_once_share_one_client():
+    for _ in range(20):
+        store, barrier = RedisPersistenceLayer(url="redis://127.0.0.1:1/0"), Barrier(8)
+
+        def first_call(store=store, barrier=barrier):
+            barrier.wait()
+            return store.client
+
+        with ThreadPoolExecutor(8) as pool:
+            clients = list(pool.map(lambda _: first_call(), range(8)))
+        assert len({id(c) for c in clients}) == 1
+        store.close()

@@ -1,0 +1,123 @@
+"""Redis store URLs: what the store reads from them, what redis-py is given, and the client built from them.
+
+Everything a URL can get wrong is found when the store is built, before the first record: the scheme, a flag that
+is neither true nor false, an option neither the store nor redis-py knows (redis-py would accept it and fail
+every connection with a ``TypeError``). Messages show the URL without its password.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+#: A client built from a URL retries a failed connection this many times, 10 ms apart and doubling up to 1 s
+#: (with jitter): what redis-py gives a client built with ``Redis(host=...)``.
+RETRIES, RETRY_BASE_SECONDS, RETRY_CAP_SECONDS = 10, 0.01, 1.0
+
+_FLAGS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
+_SCHEMES = {"redis": "redis", "valkey": "redis", "rediss": "rediss", "valkeys": "rediss"}
+_STORE_FLAGS = ("cluster", "allow_eviction")
+_MISSING_CLIENT = (
+    "the Redis store needs redis-py to build a client from a URL: pip install 'idempotent-consumer[redis]'"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RedisURL:
+    """A store URL split into what redis-py reads and this store's own options.
+
+    Attributes:
+        plain: The URL redis-py is given (the store's own options removed, the rest encoded as it came).
+        cluster: ``?cluster=true``: build a ``RedisCluster``.
+        allow_eviction: ``?allow_eviction=true``: accept a server that may evict keys.
+    """
+
+    plain: str
+    cluster: bool
+    allow_eviction: bool
+
+
+def redacted(url: str) -> str:
+    """``url`` with its password replaced by ``***``, for messages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user, _, host = parts.netloc.rpartition("@")
+    name = user.partition(":")[0]
+    return urlunsplit(parts._replace(netloc=f"{name}:***@{host}"))
+
+
+def parse_url(url: str) -> RedisURL:
+    """Split and check a ``redis://``, ``rediss://``, ``valkey://`` or ``valkeys://`` URL.
+
+    Raises:
+        ValueError: Another scheme, a flag that is neither true nor false, or an option neither the store nor
+            redis-py knows.
+        ImportError: redis-py is not installed.
+    """
+    parts = urlsplit(url)
+    scheme = _SCHEMES.get(parts.scheme)
+    if scheme is None:
+        msg = f"store URL {redacted(url)!r}: a Redis URL starts with redis://, rediss://, valkey:// or valkeys://"
+        raise ValueError(msg)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    flags = {}
+    for option in _STORE_FLAGS:
+        values = [value.lower() for name, value in query if name == option]
+        if values and values[-1] not in _FLAGS:
+            msg = f"store URL {redacted(url)!r}: {option} must be true or false, not {values[-1]!r}"
+            raise ValueError(msg)
+        flags[option] = bool(values) and _FLAGS[values[-1]]
+    rest = [(name, value) for name, value in query if name not in _STORE_FLAGS]
+    unknown = sorted({name for name, _ in rest} - _client_options(tls=scheme == "rediss", cluster=flags["cluster"]))
+    if unknown:
+        msg = (
+            f"store URL {redacted(url)!r}: unknown options {unknown}; the store's own are {list(_STORE_FLAGS)}, "
+            "the others are redis-py's connection options"
+        )
+        raise ValueError(msg)
+    plain = urlunsplit((scheme, parts.netloc, parts.path, urlencode(rest), ""))  # encoded as it came
+    return RedisURL(plain, **flags)
+
+
+def _client_options(*, tls: bool, cluster: bool) -> set[str]:
+    """The keyword arguments a client built from a URL takes: its pool's, its connections', a cluster's."""
+    try:
+        from redis.cluster import RedisCluster  # noqa: PLC0415 - the optional dependency
+        from redis.connection import Connection, ConnectionPool, SSLConnection  # noqa: PLC0415
+    except ImportError as e:
+        raise ImportError(_MISSING_CLIENT) from e
+    classes: list[type] = [ConnectionPool, SSLConnection if tls else Connection]
+    if cluster:
+        classes.append(RedisCluster)
+    inits = [vars(klass).get("__init__") for cls in classes for klass in cls.__mro__ if klass is not object]
+    names = {name for init in inits if init is not None for name in inspect.signature(init).parameters}
+    return names - {"self", "args", "kwargs"} | {"db"}
+
+
+def client_from_url(url: str) -> Any:
+    """A redis-py client for a ``redis://``, ``rediss://``, ``valkey://`` or ``valkeys://`` URL.
+
+    ``?cluster=true`` makes a ``RedisCluster`` (the URL names any one node); ``?allow_eviction=`` is the store's
+    and not passed on; the other query options are redis-py's own. Connection errors and timeouts are retried
+    (``RETRIES``), as redis-py does for a client built with ``Redis(host=...)``: every script of the store is
+    safe to send again.
+
+    Raises:
+        ValueError: See :func:`parse_url`.
+        ImportError: redis-py is not installed (``pip install 'idempotent-consumer[redis]'``).
+    """
+    parsed = parse_url(url)
+    import redis  # noqa: PLC0415 - the optional dependency (parse_url found it)
+    from redis.backoff import ExponentialWithJitterBackoff  # noqa: PLC0415
+    from redis.cluster import RedisCluster  # noqa: PLC0415
+    from redis.retry import Retry  # noqa: PLC0415
+
+    # from_url connections retry nothing, unlike a client built with Redis(host=...): a reset connection during a
+    # commit would fail a record whose body ran. Every script is safe to send again (a retry finds its own lease).
+    retry = Retry(ExponentialWithJitterBackoff(base=RETRY_BASE_SECONDS, cap=RETRY_CAP_SECONDS), RETRIES)
+    if parsed.cluster:
+        return RedisCluster.from_url(parsed.plain, retry=retry)
+    return redis.Redis.from_url(parsed.plain, retry=retry)
