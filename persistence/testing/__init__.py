@@ -29,9 +29,10 @@ data (the race tests build one per thread or process); each test must start from
 The suite covers every row of the transition table (acquire, complete, release, with leases and expiry judged
 by the ``now_ms`` the store is given), exact round trips of responses and keys, the 400 KB item limit, text
 with no UTF-8 form, the operator calls (``get``, ``delete``, ``scan``), races between threads and between
-processes, and a Hypothesis state machine. Override the ``contract_settings`` fixture to scale the races
-(:class:`ContractSettings`); ``processes=0`` for a store whose data lives in one process. The process race
-needs a picklable factory (a module-level function or a dataclass, not a lambda).
+processes (contenders for a free key; a stale holder's ``complete`` or ``release`` against the contenders
+taking its lapsed lock over), and a Hypothesis state machine. Override the ``contract_settings`` fixture to
+scale the races (:class:`ContractSettings`); ``processes=0`` for a store whose data lives in one process. The
+process races need a picklable factory (a module-level function or a dataclass, not a lambda).
 
 Needs pytest (and Hypothesis for the state machine): ``pip install 'idempotent-consumer[testing]'``. Importing
 :mod:`persistence` never imports this module.
@@ -45,12 +46,16 @@ import pytest
 
 # The contract's asserts show the values that differ, as a user's own tests' do: registered before its modules load.
 pytest.register_assert_rewrite(
-    *(f"persistence.testing.{name}" for name in ("_content", "_machine", "_races", "_records", "_transitions"))
+    *(
+        f"persistence.testing.{name}"
+        for name in ("_content", "_machine", "_races", "_records", "_takeover", "_transitions")
+    )
 )
 
 from persistence.testing._content import ContentContract, EncodingContract, OperatorContract
 from persistence.testing._races import ContractSettings, RaceContract, StoreFactory, race_processes, race_threads
 from persistence.testing._records import HOUR_S, NOW_MS, NOW_S, done, lock, stored, taken_over
+from persistence.testing._takeover import TakeoverRaceContract
 from persistence.testing._transitions import AcquireContract, CompleteContract, ReleaseContract
 
 if TYPE_CHECKING:
@@ -80,6 +85,7 @@ class StoreContract(
     EncodingContract,
     OperatorContract,
     RaceContract,
+    TakeoverRaceContract,
 ):
     """The whole store contract; subclass it (as ``Test...``) and provide a ``store_factory`` fixture."""
 

@@ -28,10 +28,12 @@ class ContractSettings:
     one process (its data is not shared with another), or fewer ``state_machine_examples`` for a slow server.
 
     Attributes:
-        threads: Threads sharing one store object, racing for each round's key.
+        threads: Threads sharing one store object, racing for each round's keys.
         processes: Processes each building a store from ``store_factory`` (which must then be picklable);
-            0 skips the process race.
-        rounds: Keys raced for, one after another.
+            0 skips the process races.
+        rounds: Keys raced for in each race test: one after another by every contender (acquire against
+            acquire), or a few at a time by small groups (a stale holder's ``complete`` or ``release`` against
+            the others taking its lapsed lock over).
         state_machine_examples: Hypothesis examples of the lock state machine; 0 skips it.
         state_machine_steps: Steps per example.
     """
@@ -43,7 +45,12 @@ class ContractSettings:
     state_machine_steps: int = 25
 
 
-def _contend(store: PersistenceLayer, barrier: Any, rounds: int, run_id: str) -> list[int]:
+#: A contender's work in a race: ``(store, barrier, index, *args)`` -> what it reports. ``index`` is the
+#: contender's number, from 0; the barrier lines the contenders up before each round.
+Work = Callable[..., Any]
+
+
+def _contend(store: PersistenceLayer, barrier: Any, _index: int, rounds: int, run_id: str) -> list[int]:
     """Acquire ``{run_id}-{round}`` after every contender reached the barrier; return the rounds won."""
     won = []
     try:
@@ -57,30 +64,35 @@ def _contend(store: PersistenceLayer, barrier: Any, rounds: int, run_id: str) ->
     return won
 
 
-def race_threads(factory: StoreFactory, contenders: int, rounds: int, run_id: str) -> list[list[int]]:
-    """Race ``contenders`` threads sharing one store object; return the rounds each won."""
+def in_threads(factory: StoreFactory, contenders: int, work: Work, *args: Any) -> list[Any]:
+    """Run ``work`` in ``contenders`` threads sharing one store object; return what each reported, in order."""
     store = factory()
     barrier = threading.Barrier(contenders)
     with ThreadPoolExecutor(contenders) as pool:
-        futures = [pool.submit(_contend, store, barrier, rounds, run_id) for _ in range(contenders)]
+        futures = [pool.submit(work, store, barrier, i, *args) for i in range(contenders)]
         return [f.result(timeout=600) for f in futures]
 
 
-def _process_main(factory: StoreFactory, barrier: Any, rounds: int, run_id: str, results: Any) -> None:
+def _process_main(job: tuple[Work, StoreFactory, tuple[Any, ...]], barrier: Any, index: int, results: Any) -> None:
+    work, factory, args = job
     try:
-        results.put(_contend(factory(), barrier, rounds, run_id))
+        results.put(work(factory(), barrier, index, *args))
     except BaseException as e:  # reported to the parent, which raises it
         barrier.abort()
         results.put(e)
         raise
 
 
-def race_processes(factory: StoreFactory, contenders: int, rounds: int, run_id: str) -> list[list[int]]:
-    """Race ``contenders`` spawned processes, each building its own store from ``factory``."""
+def in_processes(factory: StoreFactory, contenders: int, work: Work, *args: Any) -> list[Any]:
+    """Run ``work`` in ``contenders`` spawned processes, each building its own store from ``factory``.
+
+    ``work`` must be a module-level function and ``args`` picklable. Returns what each process reported, in
+    the order they finished.
+    """
     ctx = multiprocessing.get_context("spawn")
     barrier, results = ctx.Barrier(contenders), ctx.Queue()
-    args = (factory, barrier, rounds, run_id, results)
-    procs = [ctx.Process(target=_process_main, args=args) for _ in range(contenders)]
+    job = (work, factory, args)
+    procs = [ctx.Process(target=_process_main, args=(job, barrier, i, results)) for i in range(contenders)]
     for p in procs:
         p.start()
     outcomes = [results.get(timeout=600) for _ in procs]
@@ -90,6 +102,24 @@ def race_processes(factory: StoreFactory, contenders: int, rounds: int, run_id: 
         if isinstance(outcome, BaseException):
             raise outcome
     return outcomes
+
+
+def require_picklable(factory: StoreFactory) -> None:
+    """Fail the test unless ``factory`` can be sent to another process."""
+    try:
+        pickle.dumps(factory)
+    except (pickle.PicklingError, TypeError, AttributeError) as e:
+        pytest.fail(f"store_factory must be picklable for the process race, or set processes=0: {e}")
+
+
+def race_threads(factory: StoreFactory, contenders: int, rounds: int, run_id: str) -> list[list[int]]:
+    """Race ``contenders`` threads sharing one store object; return the rounds each won."""
+    return in_threads(factory, contenders, _contend, rounds, run_id)
+
+
+def race_processes(factory: StoreFactory, contenders: int, rounds: int, run_id: str) -> list[list[int]]:
+    """Race ``contenders`` spawned processes, each building its own store from ``factory``."""
+    return in_processes(factory, contenders, _contend, rounds, run_id)
 
 
 def assert_one_winner_per_round(outcomes: list[list[int]], rounds: int) -> None:
@@ -121,10 +151,7 @@ class RaceContract:
         settings = contract_settings
         if not settings.processes:
             pytest.skip("contract_settings.processes is 0: the store is not shared across processes")
-        try:
-            pickle.dumps(store_factory)
-        except (pickle.PicklingError, TypeError, AttributeError) as e:
-            pytest.fail(f"store_factory must be picklable for the process race, or set processes=0: {e}")
+        require_picklable(store_factory)
         outcomes = race_processes(store_factory, settings.processes, settings.rounds, "processes")
         assert_one_winner_per_round(outcomes, settings.rounds)
 
