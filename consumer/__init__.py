@@ -15,9 +15,12 @@ from consumer._errors import (
     IdempotencyAlreadyInProgressError,
     IdempotencyConfigError,
     IdempotencyKeyError,
+    IdempotencyModelTypeError,
+    IdempotencyNoSerializationModelError,
     IdempotencyValidationError,
     InvalidResultError,
     NestedReplayError,
+    ResponseDecodeError,
 )
 from consumer._serde import canonical_json
 from consumer.async_batch import AsyncBatchProcessor, async_process_partial_response
@@ -55,6 +58,8 @@ __all__ = [
     "IdempotencyError",
     "IdempotencyGuard",
     "IdempotencyKeyError",
+    "IdempotencyModelTypeError",
+    "IdempotencyNoSerializationModelError",
     "IdempotencyValidationError",
     "InvalidResultError",
     "ItemTooLargeError",
@@ -65,6 +70,7 @@ __all__ = [
     "Outcome",
     "PartialBatchResponse",
     "PersistenceLayerError",
+    "ResponseDecodeError",
     "ResponseHook",
     "SQSRecord",
     "async_process_partial_response",
