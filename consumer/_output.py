@@ -3,6 +3,7 @@ that a decorated function's declaration or return annotation calls for."""  # no
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 from typing import TYPE_CHECKING, Any
@@ -75,9 +76,11 @@ class FunctionOutput:
     """The output serializer of a decorated function: the one it declares, or the one its return annotation calls
     for (:func:`~consumer.serialization.serializer_for`).
 
-    Resolved when the function is decorated. A string annotation naming a class its module defines further down
-    is resolved again on the first call; one that never resolves (a name imported only under ``TYPE_CHECKING``)
-    means no serializer, unless a serializer class was declared, which then fails the call.
+    Resolved when the function is decorated, with the field annotations of the dataclasses it rebuilds. What
+    names a class its module defines further down is resolved again on the first call. What never resolves (a
+    name imported only under ``TYPE_CHECKING``, a class defined inside a function) means no serializer (with a
+    warning when it is a field of the dataclass returned); a declared serializer fails the call instead, before
+    its body runs.
     """  # noqa: D205 - the summary needs two lines
 
     __slots__ = ("_declared", "_function", "_serializer")
@@ -87,14 +90,14 @@ class FunctionOutput:
         function: Callable[..., Any],
         declared: BaseIdempotencySerializer | type[BaseIdempotencyModelSerializer] | None,
     ) -> None:
-        """Resolve the serializer of ``function``, now if its annotation allows.
+        """Resolve the serializer of ``function``, now if its annotations allow.
 
         Raises:
             TypeError: ``declared`` is neither a serializer nor a ``BaseIdempotencyModelSerializer`` subclass.
             IdempotencyModelTypeError: The declared class cannot serialize the return annotation.
             IdempotencyNoSerializationModelError: A serializer class was declared without a return annotation.
         """
-        from consumer._typed import return_type  # noqa: PLC0415 - only decorated functions need these
+        from consumer._typed import UnresolvedAnnotationError  # noqa: PLC0415 - only decorated functions need these
         from consumer.serialization import BaseIdempotencyModelSerializer, BaseIdempotencySerializer  # noqa: PLC0415
 
         is_class = isinstance(declared, type) and issubclass(declared, BaseIdempotencyModelSerializer)
@@ -104,46 +107,53 @@ class FunctionOutput:
         self._function = function
         self._declared = declared
         self._serializer: BaseIdempotencySerializer | None = _UNRESOLVED
-        if isinstance(declared, BaseIdempotencySerializer):
-            self._serializer = declared
-            return
-        try:
-            annotation = return_type(function)
-        except Exception:  # noqa: BLE001 - text naming what is not defined yet: resolved again on the first call
-            return
-        self._serializer = self._for(annotation)
+        with contextlib.suppress(UnresolvedAnnotationError):  # resolved again on the first call
+            self._serializer = self._resolve()
 
     def serializer(self) -> BaseIdempotencySerializer | None:
         """The serializer for this call's guard.
 
         Raises:
-            IdempotencyNoSerializationModelError: A serializer class was declared and the annotation it needs
-                does not resolve.
+            IdempotencyModelTypeError: A serializer was declared and an annotation it needs does not resolve
+                (``IdempotencyNoSerializationModelError`` for a declared class).
         """
         if self._serializer is _UNRESOLVED:
-            from consumer._typed import NO_ANNOTATION, return_type  # noqa: PLC0415 - see __init__
+            from consumer._typed import UnresolvedAnnotationError, UnresolvedReturnError  # noqa: PLC0415 - see __init__
 
             try:
-                annotation = return_type(self._function)
-            except Exception as e:
-                if self._declared is not None:
-                    needs = f"{self._declared.__name__} is built for it"  # type: ignore[union-attr]  # a class here
-                    msg = f"the return annotation of {self._function!r} does not resolve ({e!r}): {needs}"
+                self._serializer = self._resolve()
+            except UnresolvedAnnotationError as e:
+                if isinstance(self._declared, type):
+                    msg = f"{e}: {self._declared.__name__} is built for it"
                     raise IdempotencyNoSerializationModelError(msg) from e
-                logger.debug("return annotation of %r does not resolve: no output serializer", self._function)
-                annotation = NO_ANNOTATION
-            self._serializer = self._for(annotation)
+                if self._declared is not None:
+                    raise
+                # A return annotation imported for type checkers only is common (a TypedDict): the encoder warns
+                # about a dataclass or model result itself. Unresolved fields of a dataclass return type are not.
+                level = logging.DEBUG if isinstance(e, UnresolvedReturnError) else logging.WARNING
+                logger.log(level, "%s: its results replay as stored (pass output_serializer= to choose)", e)
+                self._serializer = None
         return self._serializer
 
-    def _for(self, annotation: Any) -> BaseIdempotencySerializer | None:
-        from consumer._typed import NO_ANNOTATION  # noqa: PLC0415 - see __init__
+    def _resolve(self) -> BaseIdempotencySerializer | None:
+        from consumer._typed import NO_ANNOTATION, namespace_of, resolve_fields, return_type  # noqa: PLC0415
         from consumer.serialization import serializer_for  # noqa: PLC0415
 
-        if isinstance(self._declared, type):
-            return self._declared.instantiate(None if annotation is NO_ANNOTATION else annotation)
-        if annotation is NO_ANNOTATION:
-            return None
-        try:
-            return serializer_for(annotation)
-        except IdempotencyModelTypeError:  # A | B: stored as it is (a dataclass as a dict, with a warning)
-            return None
+        declared = self._declared
+        if declared is not None and not isinstance(declared, type):
+            serializer: BaseIdempotencySerializer | None = declared
+        else:
+            annotation = return_type(self._function)
+            if declared is not None:
+                serializer = declared.instantiate(None if annotation is NO_ANNOTATION else annotation)
+            elif annotation is NO_ANNOTATION:
+                return None
+            else:
+                try:
+                    serializer = serializer_for(annotation)
+                except IdempotencyModelTypeError:  # A | B: stored as it is (a dataclass as a dict, with a warning)
+                    return None
+        for name in ("model", "output_type"):  # the types a serializer of ours rebuilds
+            if hasattr(serializer, name):
+                resolve_fields(getattr(serializer, name), namespace_of(self._function))
+        return serializer

@@ -218,7 +218,9 @@ def test_an_annotation_that_never_resolves_means_no_serializer(caplog):
     decorated = idempotent_function(data_keyword_argument="order", store=InMemoryPersistenceLayer())(function)
     with caplog.at_level(logging.DEBUG, "idempotent_consumer"):
         assert decorated(order={"id": "o-1"}) == decorated(order={"id": "o-1"}) == {"id": "o-1"}
-    assert "does not resolve: no output serializer" in caplog.text
+    assert "OnlyForTypeCheckers" in caplog.text
+    assert "its results replay as stored" in caplog.text
+    assert all(r.levelno == logging.DEBUG for r in caplog.records)  # often a TypedDict: no warning
 
 
 # -- declared: output_serializer= ----------------------------------------------------------------------------
@@ -617,6 +619,68 @@ def test_a_dataclass_defined_in_a_function_with_text_annotations_names_what_did_
     assert DataclassSerializer(Local).from_dict({"line": {"sku": "a", "price": D(1)}}) == Local(Line("a", D(1)))
     with pytest.raises(IdempotencyModelTypeError, match="Local"):
         DataclassSerializer(Outer).from_dict({"inner": {"line": {"sku": "a", "price": D(1)}}})
+
+
+def test_a_return_type_whose_fields_do_not_resolve_warns_and_a_declared_serializer_fails_before_the_body(caplog):
+    store, runs = InMemoryPersistenceLayer(), []
+
+    @dataclasses.dataclass
+    class Inner:
+        sku: str
+
+    @dataclasses.dataclass
+    class Outer:
+        inner: Inner  # text naming a class that only this function defines
+
+    def inferred(order: dict[str, str]) -> Outer:
+        runs.append("inferred")
+        return Outer(Inner(order["id"]))
+
+    def declared(order: dict[str, str]) -> Outer:
+        runs.append("declared")
+        return Outer(Inner(order["id"]))
+
+    inferred.__annotations__["return"] = Outer  # an object: the function's own annotation is not the problem
+    with caplog.at_level(logging.WARNING, "idempotent_consumer"):
+        guessed = idempotent_function(data_keyword_argument="order", store=store)(inferred)
+        assert guessed(order={"id": "a"}) == Outer(Inner("a"))
+        assert guessed(order={"id": "a"}) == {"inner": {"sku": "a"}}  # as stored, and said so:
+    assert "the field annotations of" in caplog.text
+    assert "Outer cannot be resolved" in caplog.text
+    assert "its results replay as stored" in caplog.text
+    refusing = idempotent_function(
+        data_keyword_argument="order", store=store, output_serializer=DataclassSerializer(Outer)
+    )(declared)
+    with pytest.raises(IdempotencyModelTypeError, match="Inner"):
+        refusing(order={"id": "b"})
+    assert runs == ["inferred"]  # the declared one failed before its body ran, and took no lock
+    assert len(list(store.scan())) == 1
+
+
+def test_classes_of_code_run_by_exec_resolve_in_the_functions_namespace():
+    code = textwrap.dedent(
+        """
+        from __future__ import annotations
+        import dataclasses
+
+        @dataclasses.dataclass
+        class Part:
+            name: str
+
+        @dataclasses.dataclass
+        class Kit:
+            parts: list[Part]
+
+        @idempotent_function(data_keyword_argument="order", store=store, name="kit")
+        def kit(order) -> Kit:
+            return Kit([Part(order["id"])])
+        """
+    )
+    namespace: dict[str, Any] = {"idempotent_function": idempotent_function, "store": InMemoryPersistenceLayer()}
+    exec(compile(code, "<kit>", "exec"), namespace)  # noqa: S102 - the test's own code; its classes have no module
+    kit = namespace["kit"]
+    assert kit(order={"id": "p-1"}) == kit(order={"id": "p-1"}) == namespace["Kit"]([namespace["Part"]("p-1")])
+    assert type(kit(order={"id": "p-1"}).parts[0]) is namespace["Part"]
 
 
 # -- pydantic stays optional ---------------------------------------------------------------------------------
