@@ -45,6 +45,12 @@ _SEQUENCES = frozenset(
     }
 )
 _MAPPINGS = frozenset({dict, collections.abc.Mapping, collections.abc.MutableMapping})
+_SETS: dict[Any, type] = {
+    set: set,
+    frozenset: frozenset,
+    collections.abc.Set: frozenset,
+    collections.abc.MutableSet: set,
+}
 
 
 def is_dataclass_type(tp: Any) -> bool:
@@ -60,12 +66,16 @@ def is_model_type(tp: Any) -> bool:
 
 def plain(value: Any) -> Any:
     """``value`` with every dataclass (its fields, as :func:`dataclasses.asdict` has them) and Pydantic model
-    (``model_dump(mode="json")``) inside it turned into a dict; lists, tuples, sets and dicts are walked."""  # noqa: D205, D209
+    (``model_dump(mode="json")``) inside it turned into a dict; lists, tuples, sets (a list, once they hold dicts)
+    and dict values are walked."""  # noqa: D205, D209
     t = type(value)
     if t is dict:
         return {k: plain(v) for k, v in value.items()}
-    if t in _CONTAINERS:
+    if t is list or t is tuple:
         return t(plain(v) for v in value)
+    if t is set or t is frozenset:  # frozen dataclasses become dicts, which no set holds: then a list
+        items = [plain(v) for v in value]
+        return items if any(type(v) is dict for v in items) else t(items)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if is_model_type(t):
@@ -158,6 +168,8 @@ def _contents(tp: Any, value: Any) -> Any:
         return {rebuild(args[0], k): rebuild(args[1], v) for k, v in value.items()}
     if not args or origin not in _SEQUENCES or type(value) not in _CONTAINERS:
         return value
+    if origin in _SETS and type(value) is list:  # a set of dataclasses is stored as a list
+        return _SETS[origin](rebuild(args[0], v) for v in value)
     if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):  # noqa: PLR2004 - tuple[X, ...]
         return tuple([rebuild(a, v) for a, v in zip(args, value, strict=False)] + list(value[len(args) :]))
     return type(value)(rebuild(args[0], v) for v in value)

@@ -683,6 +683,29 @@ def test_classes_of_code_run_by_exec_resolve_in_the_functions_namespace():
     assert type(kit(order={"id": "p-1"}).parts[0]) is namespace["Part"]
 
 
+def test_a_set_of_frozen_dataclasses_replays_through_a_serializer_and_is_refused_without_one(caplog):
+    store = InMemoryPersistenceLayer()
+
+    @idempotent_function(data_keyword_argument="order", store=store)
+    def skus(order: dict[str, str]) -> frozenset[Line]:
+        return frozenset({Line("a", D(1)), Line("b", D(2))})
+
+    first, replayed = skus(order={"id": "o-1"}), skus(order={"id": "o-1"})
+    assert type(replayed) is frozenset
+    assert replayed == first
+    # Without a serializer the set would be stored with dicts in it, which no set can hold on the way back: it is
+    # refused when stored (committed without the response), rather than stored and failing every replay.
+    with caplog.at_level(logging.WARNING, "idempotent_consumer"):
+        for number, result in enumerate(({Line("a", D(1))}, {Line("a", D(1)): 1}, {(1, Line("a", D(1)))})):
+            record = {"messageId": f"m-{number}"}
+            with IdempotencyGuard(record, store=store) as guard:
+                guard.result = result
+            with pytest.raises(AlreadyProcessed) as done:
+                IdempotencyGuard(record, store=store).__enter__()
+            assert done.value.response_stored is False
+    assert caplog.text.count("replays as a dict: no set or key can") == 3
+
+
 # -- pydantic stays optional ---------------------------------------------------------------------------------
 
 
