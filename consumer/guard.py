@@ -122,6 +122,7 @@ class IdempotencyGuard:
             no cancellation stops): the lock is then left to expire at its deadline. ``AsyncBatchProcessor``
             does so for the bodies it cancels at the deadline.
         committed: Whether the result was stored (``COMPLETE``): true once ``__exit__`` committed it.
+        output_serializer: Stores ``result`` and rebuilds a replayed response; the body may set it too.
     """
 
     def __init__(
