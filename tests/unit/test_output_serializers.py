@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional, TypedDict
 
@@ -564,35 +565,34 @@ def test_a_stored_response_that_no_longer_fits_fails_naming_the_key_and_never_ru
     assert runs == ["o-1"]
 
 
-@idempotent_function(data_keyword_argument="order", store=(_STORE := InMemoryPersistenceLayer()))
-def charge(order: dict[str, str]) -> Receipt:
-    return a_receipt(order["id"])
-
-
 def test_a_stored_response_that_fails_validation_fails_its_record_in_a_batch():
-    # What charge() stored before Receipt.amount became a number: the batch's record handler calls it.
-    with IdempotencyGuard({"id": "o-1"}, store=_STORE, key_prefix=_charge_prefix(), config=IdempotencyConfig()) as g:
-        g.result = {"order_id": "o-1", "amount": "thirty", "at": "2024-05-01T12:30:00Z"}
-    runs = []
+    store, charges, runs, name = InMemoryPersistenceLayer(), [], [], f"charge-{uuid.uuid4().hex}"
+
+    def charge(order: dict[str, str]) -> Any:
+        charges.append(order["id"])
+        if order["id"] == "o-1":  # what the first deploy returned: the amount was text then
+            return {"order_id": "o-1", "amount": "thirty", "at": "2024-05-01T12:30:00Z"}
+        return a_receipt(order["id"])
+
+    charge.__annotations__["return"] = "dict[str, str]"
+    idempotent_function(data_keyword_argument="order", store=store, name=name)(charge)(order={"id": "o-1"})
+    charge.__annotations__["return"] = "Receipt"  # the next deploy: Receipt.amount is a number
+    charged = idempotent_function(data_keyword_argument="order", store=store, name=name)(charge)
     processor = BatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer(), raise_on_entire_batch_failure=False)
     event = {"Records": [{"messageId": "m-1", "body": '{"id": "o-1"}'}, {"messageId": "m-2", "body": '{"id": "o-2"}'}]}
 
     def handler(record):
         runs.append(record.message_id)
-        return charge(order=record.json_body)
+        return charged(order=record.json_body)
 
     assert processor.process(event, handler) == {"batchItemFailures": [{"itemIdentifier": "m-1"}]}
-    failed, charged = processor.items
+    failed, succeeded = processor.items
     assert isinstance(failed.error, ResponseDecodeError)
     assert isinstance(failed.error.__cause__, pydantic.ValidationError)
-    assert failed.error.key == g.key
-    assert charged.result == a_receipt("o-2")
-    assert runs == ["m-1", "m-2"]  # the handler ran; charge's body did not, for o-1
-    assert _STORE.get(g.key).status is RecordStatus.COMPLETE
-
-
-def _charge_prefix() -> str:
-    return f"{IdempotencyConfig().prefix}.{charge.__module__}.{charge.__qualname__}"
+    assert store.get(failed.error.key).status is RecordStatus.COMPLETE
+    assert succeeded.result == a_receipt("o-2")
+    assert runs == ["m-1", "m-2"]  # the handler ran; charge's body did not run again for o-1
+    assert charges == ["o-1", "o-2"]
 
 
 def test_a_stored_response_that_is_not_a_stored_result_is_a_response_decode_error():
