@@ -15,9 +15,12 @@ from consumer._errors import (
     IdempotencyAlreadyInProgressError,
     IdempotencyConfigError,
     IdempotencyKeyError,
+    IdempotencyModelTypeError,
+    IdempotencyNoSerializationModelError,
     IdempotencyValidationError,
     InvalidResultError,
     NestedReplayError,
+    ResponseDecodeError,
 )
 from consumer._serde import canonical_json
 from consumer.async_batch import AsyncBatchProcessor, async_process_partial_response
@@ -60,6 +63,8 @@ __all__ = [
     "IdempotencyError",
     "IdempotencyGuard",
     "IdempotencyKeyError",
+    "IdempotencyModelTypeError",
+    "IdempotencyNoSerializationModelError",
     "IdempotencyValidationError",
     "InvalidResultError",
     "ItemTooLargeError",
@@ -71,6 +76,7 @@ __all__ = [
     "PartialBatchResponse",
     "PersistenceLayerError",
     "PowertoolsCutover",
+    "ResponseDecodeError",
     "ResponseHook",
     "SQSRecord",
     "async_process_partial_response",

@@ -76,3 +76,26 @@ class InvalidResultError(IdempotencyError, TypeError):
     Committing it would mark the record done without running it, so the lock is released instead (the
     coroutine or generator is closed) and the record fails.
     """
+
+
+class IdempotencyModelTypeError(IdempotencyConfigError, TypeError):
+    """An output serializer was given a type it cannot serialize (not a dataclass, not a Pydantic model, a union)."""
+
+
+class IdempotencyNoSerializationModelError(IdempotencyConfigError):
+    """An output serializer class was given to ``@idempotent_function`` but its function has no return annotation.
+
+    The class (``DataclassSerializer``, ``PydanticSerializer``) is built for the annotated return type; annotate
+    the function, or pass a serializer built for the type (``DataclassSerializer(Order)``).
+    """
+
+
+class ResponseDecodeError(IdempotencyError, ValueError):
+    """A completed record's stored response cannot be replayed: it is not JSON, or it no longer fits the output
+    serializer (the model changed since the record was written).
+
+    The body does not run again (its side effect happened): the record fails with this error until the stored
+    response fits again (deploy a model, or a serializer, that reads it), it expires, or it is deleted
+    (``idempotent-consumer records delete KEY``). ``key`` names the record, ``existing_record`` holds it, and
+    ``__cause__`` is the serializer's error.
+    """  # noqa: D205 - the summary needs two lines

@@ -174,7 +174,8 @@ def encode_result(value: Any) -> str:
     ``{"__ic__": tag, "v": payload}``: non-finite floats, str holding lone surrogates, tuples, sets,
     frozensets, dicts with other keys (or the reserved key), Decimals, bytes, bytearrays, datetimes, dates,
     times, timedeltas and UUIDs. Dataclasses, Pydantic models (``model_dump(mode="json")``) and subclasses of
-    the types above cannot be rebuilt: they are stored in their plain form, with a warning once per type.
+    the types above cannot be rebuilt here: they are stored in their plain form, with a warning once per type
+    (an output serializer, :mod:`consumer.serialization`, rebuilds dataclasses and models).
     The text always encodes to UTF-8.
 
     Raises:
@@ -228,11 +229,14 @@ def _container(value: Any, t: type, active: set[int]) -> Any:
     if t is tuple:
         return {_TAG: "tuple", "v": [_tagged(v, active) for v in value]}
     if t is set or t is frozenset:  # in the order of their JSON text, so equal sets are stored alike
+        _require_hashable_replays(value, "a set")
         return {_TAG: t.__name__, "v": sorted((_tagged(v, active) for v in value), key=_PLAIN.encode)}
     if t is dict:
         if _TAG not in value and all(type(k) is str and _tagged(k, active) is k for k in value):
             return {k: _tagged(v, active) for k, v in value.items()}
+        _require_hashable_replays(value, "a dict key")
         return {_TAG: "dict", "v": [[_tagged(k, active), _tagged(v, active)] for k, v in value.items()]}
+    how = ": an output serializer (consumer.serialization) replays it as itself"
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         plain: Any = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
     elif callable(getattr(value, "model_dump", None)) and not isinstance(value, type):  # Pydantic v2 models
@@ -241,10 +245,21 @@ def _container(value: Any, t: type, active: set[int]) -> Any:
         base = next((b for b in _BASES if isinstance(value, b)), None)
         if base is None:
             raise TypeError(f"{_name(t)} is not a JSON type, a dataclass or a Pydantic model")
-        plain = _BASES[base](value)
+        plain, how = _BASES[base](value), ""
     noun = type(plain).__name__
-    _warn_once(t, f"results of type %s replay as {'an' if noun[0] in 'aeiou' else 'a'} {noun}: only that is stored")
+    article = "an" if noun[0] in "aeiou" else "a"
+    _warn_once(t, f"results of type %s replay as {article} {noun}: only that is stored{how}")
     return _tagged(plain, active)
+
+
+def _require_hashable_replays(members: Any, where: str) -> None:
+    # A frozen dataclass (or model) replays as a dict, which can be no set member or dict key: refused when stored,
+    # since a result stored that way could never be replayed.
+    for member in members:
+        if isinstance(member, tuple | frozenset):
+            _require_hashable_replays(member, where)
+        elif (dataclasses.is_dataclass(member) and not isinstance(member, type)) or hasattr(member, "model_dump"):
+            raise TypeError(f"{where} holds a {_name(type(member))}, which replays as a dict: no set or key can")
 
 
 def _name(t: type) -> str:

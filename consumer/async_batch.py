@@ -3,26 +3,38 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, overload
 
 from consumer._context import Invocation, system_clock
 from consumer.batch import _Batch, _Processor
+from consumer.event_sources import RecordT
 from persistence import as_async_store
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from typing_extensions import Unpack
 
+    from consumer._batch_types import AsyncBatchOptions, RecordHandler
     from consumer._context import Clock, LambdaContext
     from consumer.batch import BatchEvent, PartialBatchResponse
     from consumer.config import IdempotencyConfig
-    from consumer.event_sources import EventType
+    from consumer.event_sources import (
+        DynamoDBStreamRecord,
+        DynamoDBStreamsEventType,
+        EventType,
+        KinesisEventType,
+        KinesisRecord,
+        Record,
+        SQSEventType,
+        SQSRecord,
+    )
     from persistence import AsyncPersistenceLayer, PersistenceLayer
+
 
 #: Records run at once unless told otherwise: a whole default SQS batch.
 DEFAULT_MAX_CONCURRENCY = 10
 
 
-class AsyncBatchProcessor(_Processor):
+class AsyncBatchProcessor(_Processor[RecordT]):
     """:class:`~consumer.BatchProcessor` for ``async def`` record handlers: the same rules, records as tasks.
 
     Records run as asyncio tasks, at most ``max_concurrency`` at once; records sharing an ordering key (FIFO
@@ -42,6 +54,8 @@ class AsyncBatchProcessor(_Processor):
     the bodies still running are cancelled (``cancel_at_deadline``). Each releases its lock, is reported
     failed with a ``TimeoutError``, and the invocation returns its partial response instead of timing out.
 
+    Like :class:`~consumer.BatchProcessor`, it is generic in its records (``AsyncBatchProcessor[SQSRecord]``).
+
     Example:
         >>> import asyncio
         >>> from persistence import InMemoryPersistenceLayer
@@ -55,6 +69,38 @@ class AsyncBatchProcessor(_Processor):
         {'batchItemFailures': [{'itemIdentifier': 'b'}]}
     """
 
+    @overload
+    def __init__(
+        self: AsyncBatchProcessor[SQSRecord],
+        event_type: SQSEventType,
+        *,
+        store: PersistenceLayer | AsyncPersistenceLayer,
+        **options: Unpack[AsyncBatchOptions],
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: AsyncBatchProcessor[KinesisRecord],
+        event_type: KinesisEventType,
+        *,
+        store: PersistenceLayer | AsyncPersistenceLayer,
+        **options: Unpack[AsyncBatchOptions],
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: AsyncBatchProcessor[DynamoDBStreamRecord],
+        event_type: DynamoDBStreamsEventType,
+        *,
+        store: PersistenceLayer | AsyncPersistenceLayer,
+        **options: Unpack[AsyncBatchOptions],
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: AsyncBatchProcessor[Record],
+        event_type: EventType,
+        *,
+        store: PersistenceLayer | AsyncPersistenceLayer,
+        **options: Unpack[AsyncBatchOptions],
+    ) -> None: ...
     def __init__(
         self,
         event_type: EventType,
@@ -108,7 +154,7 @@ class AsyncBatchProcessor(_Processor):
         self._latest.batch = batch  # read by code outside the task that processed it (after asyncio.run)
 
     async def process(
-        self, event: BatchEvent, record_handler: Callable[..., Any], context: LambdaContext | None = None
+        self, event: BatchEvent, record_handler: RecordHandler[RecordT], context: LambdaContext | None = None
     ) -> PartialBatchResponse:
         """Process one invocation's batch and return its partial batch response.
 
@@ -136,8 +182,8 @@ class AsyncBatchProcessor(_Processor):
 
 async def async_process_partial_response(
     event: BatchEvent,
-    record_handler: Callable[..., Any],
-    processor: AsyncBatchProcessor,
+    record_handler: RecordHandler[RecordT],
+    processor: AsyncBatchProcessor[RecordT],
     context: LambdaContext | None = None,
 ) -> PartialBatchResponse:
     """Process ``event`` with ``processor`` and return ``{"batchItemFailures": [...]}`` for Lambda.

@@ -11,22 +11,41 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, TypeAlias, TypedDict
+from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypedDict, overload
 
 from consumer._batch_run import BatchRun, Item, Outcome, RunSettings
 from consumer._context import Invocation, system_clock
 from consumer._handlers import handler_shape
-from consumer.event_sources import EventType, item_identifier, ordering_key, parse_record, resolve_event_type
+from consumer.event_sources import (
+    EventType,
+    RecordT,
+    item_identifier,
+    ordering_key,
+    parse_record,
+    resolve_event_type,
+)
 from persistence import IdempotencyError, is_async_store
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from aws_lambda_typing.events import DynamoDBStreamEvent, KinesisStreamEvent, SQSEvent
+    from typing_extensions import Unpack
 
+    from consumer._batch_types import BatchOptions, RecordHandler
     from consumer._context import Clock, LambdaContext
     from consumer.config import IdempotencyConfig
+    from consumer.event_sources import (
+        DynamoDBStreamRecord,
+        DynamoDBStreamsEventType,
+        KinesisEventType,
+        KinesisRecord,
+        Record,
+        SQSEventType,
+        SQSRecord,
+    )
     from persistence import AsyncPersistenceLayer, PersistenceLayer
+
 
 logger = logging.getLogger("idempotent_consumer")
 _ERRORS_SHOWN = 3  # causes named in a BatchProcessingError's message (all are in .errors)
@@ -91,7 +110,7 @@ class _Batch:
     summary: BatchSummary
 
 
-class _Processor:
+class _Processor(Generic[RecordT]):
     """What both processors share: settings, the per-call summary, parsing the event and building the response."""
 
     def __init__(
@@ -181,7 +200,7 @@ class _Processor:
             logger.info(json.dumps({"message": "batch processed", **asdict(summary)}))
 
 
-class BatchProcessor(_Processor):
+class BatchProcessor(_Processor[RecordT]):
     """Runs each record of a batch inside its own :class:`IdempotencyGuard` and reports the failures.
 
     A duplicate (``AlreadyProcessed`` from the record's own guard) counts as success. Any other exception,
@@ -193,6 +212,9 @@ class BatchProcessor(_Processor):
     ``summary`` / ``items`` are those of the last batch processed by the calling thread (or task).
     For ``async def`` record handlers, use :class:`~consumer.AsyncBatchProcessor`.
 
+    The processor is generic in its records: ``BatchProcessor(EventType.SQS, ...)`` is a
+    ``BatchProcessor[SQSRecord]`` to a type checker, which then refuses a handler of ``KinesisRecord``.
+
     Example:
         >>> from persistence import InMemoryPersistenceLayer
         >>> processor = BatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer())
@@ -203,6 +225,34 @@ class BatchProcessor(_Processor):
         (1, 1)
     """
 
+    @overload
+    def __init__(
+        self: BatchProcessor[SQSRecord],
+        event_type: SQSEventType,
+        *,
+        store: PersistenceLayer,
+        **options: Unpack[BatchOptions],
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: BatchProcessor[KinesisRecord],
+        event_type: KinesisEventType,
+        *,
+        store: PersistenceLayer,
+        **options: Unpack[BatchOptions],
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: BatchProcessor[DynamoDBStreamRecord],
+        event_type: DynamoDBStreamsEventType,
+        *,
+        store: PersistenceLayer,
+        **options: Unpack[BatchOptions],
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: BatchProcessor[Record], event_type: EventType, *, store: PersistenceLayer, **options: Unpack[BatchOptions]
+    ) -> None: ...
     def __init__(
         self,
         event_type: EventType,
@@ -251,7 +301,7 @@ class BatchProcessor(_Processor):
         self._pool_lock = threading.Lock()
 
     def process(
-        self, event: BatchEvent, record_handler: Callable[..., Any], context: LambdaContext | None = None
+        self, event: BatchEvent, record_handler: RecordHandler[RecordT], context: LambdaContext | None = None
     ) -> PartialBatchResponse:
         """Process one invocation's batch and return its partial batch response.
 
@@ -313,8 +363,8 @@ def _parse(event_type: EventType, raws: list[Any]) -> list[Item]:
 
 def process_partial_response(
     event: BatchEvent,
-    record_handler: Callable[..., Any],
-    processor: BatchProcessor,
+    record_handler: RecordHandler[RecordT],
+    processor: BatchProcessor[RecordT],
     context: LambdaContext | None = None,
 ) -> PartialBatchResponse:
     """Process ``event`` with ``processor`` and return ``{"batchItemFailures": [...]}`` for Lambda.

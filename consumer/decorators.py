@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 from consumer._context import Invocation, system_clock
 from consumer._errors import AlreadyProcessed
 from consumer._handlers import is_async, refuse_unrunnable
+from consumer._output import FunctionOutput
 from consumer.config import IdempotencyConfig
 from consumer.guard import IdempotencyGuard
 
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from consumer._context import Clock, LambdaContext
+    from consumer.serialization import BaseIdempotencyModelSerializer, BaseIdempotencySerializer
     from persistence import PersistenceLayer
 
 R = TypeVar("R")
@@ -128,12 +130,15 @@ def idempotent_function(
     config: IdempotencyConfig | None = None,
     clock: Clock = system_clock,
     name: str | None = None,
+    output_serializer: BaseIdempotencySerializer | type[BaseIdempotencyModelSerializer] | None = None,
 ) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Make any function idempotent on one of its keyword arguments; an ``async def`` stays async.
 
     The key prefix includes the function's module and qualified name, so two functions given the same
     data do not share records. A duplicate returns the stored result (see the README's "Guarantees and
-    limits" for which types replay exactly; a dataclass result comes back as a dict). The key is selected
+    limits" for which types replay exactly): a dataclass or a Pydantic model (also ``X | None``, or in a
+    list, tuple, set or dict) comes back as itself when the return annotation names it, or through
+    ``output_serializer`` (:mod:`consumer.serialization`). The key is selected
     from the argument's plain form (a dataclass's fields, a Pydantic model's ``model_dump()``). The lock
     deadline follows the Lambda context registered with :func:`register_lambda_context` (``@idempotent``
     and the batch processor register it).
@@ -145,6 +150,11 @@ def idempotent_function(
         clock: Epoch seconds.
         name: What the function's records are filed under; defaults to its module and qualified name. Needed
             for a lambda, a partial or a callable object, and to tell apart functions one factory makes.
+        output_serializer: Turns the result into what is stored and back: a serializer
+            (``DataclassSerializer(Order)``, ``CustomDictSerializer(to_dict, from_dict)``), or a model serializer
+            class (``PydanticSerializer``), built for the return annotation. ``None``: the one the return
+            annotation calls for (:func:`~consumer.serialization.serializer_for`), if any; ``NoOpSerializer()``
+            for none.
 
     An ``async def`` function is awaited inside the lock (``async with`` the guard), and the decorated
     function is a coroutine function again, so ``await charge(order=...)`` type-checks as before.
@@ -152,6 +162,9 @@ def idempotent_function(
     Raises:
         TypeError: When decorating a generator or async generator function, a function without a name of its
             own and no ``name``, or a function whose name another live decorated function already has.
+        IdempotencyModelTypeError: The serializer class declared cannot serialize the return annotation.
+        IdempotencyNoSerializationModelError: A serializer class was declared for a function without a return
+            annotation.
 
     Example:
         >>> from persistence import InMemoryPersistenceLayer
@@ -168,6 +181,7 @@ def idempotent_function(
     def decorate(function: Callable[P, R]) -> Callable[P, R]:
         refuse_unrunnable(function, "@idempotent_function", async_ok=True)
         resolved_name = _function_name(function, name)
+        output = FunctionOutput(function, output_serializer)
         _claim(resolved_name, function)
         prefix = f"{resolved.prefix}.{resolved_name}"
 
@@ -176,7 +190,10 @@ def idempotent_function(
                 msg = f"{resolved_name} is idempotent on {data_keyword_argument!r}: pass it as a keyword argument"
                 raise TypeError(msg)
             data = kwargs[data_keyword_argument]
-            return IdempotencyGuard(data, store=store, config=resolved, clock=clock, key_prefix=prefix)
+            serializer = output.serializer()
+            return IdempotencyGuard(
+                data, store=store, config=resolved, clock=clock, key_prefix=prefix, output_serializer=serializer
+            )
 
         @functools.wraps(function)
         async def async_wrapper(*args: Any, **kwargs: Any) -> Any:

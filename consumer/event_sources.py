@@ -7,7 +7,7 @@ import binascii
 import enum
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar, cast
 
 from consumer._attribute_values import deserialize_item
 from consumer._serde import canonical_json
@@ -170,6 +170,15 @@ class DynamoDBStreamRecord:
 
 
 Record: TypeAlias = "SQSRecord | KinesisRecord | DynamoDBStreamRecord"
+
+#: The typed record a batch processor hands its record handler: ``BatchProcessor(EventType.SQS, ...)`` is a
+#: ``BatchProcessor[SQSRecord]``, and mypy rejects a handler of another source's records.
+RecordT = TypeVar("RecordT", bound="SQSRecord | KinesisRecord | DynamoDBStreamRecord")
+
+if TYPE_CHECKING:  # the event types of each record class (an alias of a member belongs in its list too)
+    SQSEventType: TypeAlias = Literal[EventType.SQS, EventType.SQS_FIFO]
+    KinesisEventType: TypeAlias = Literal[EventType.KINESIS]
+    DynamoDBStreamsEventType: TypeAlias = Literal[EventType.DYNAMODB_STREAMS]
 
 
 def resolve_event_type(event_type: EventType, records: list[Any]) -> EventType:

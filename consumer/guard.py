@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 import os
@@ -17,7 +16,7 @@ from consumer._errors import (
     InvalidResultError,
     NestedReplayError,
 )
-from consumer._serde import ResultEncodingError, decode_result, encode_result
+from consumer._output import decode_output, encode_output, unstored, without_response
 from consumer._unrun import PLAIN_RESULTS, close_unrun, never_ran, unrun_parts
 from consumer.config import IdempotencyConfig
 from consumer.keys import make_key, payload_hash
@@ -37,6 +36,7 @@ if TYPE_CHECKING:
 
     from consumer._cache import LocalCache
     from consumer._context import Clock, LambdaContext
+    from consumer.serialization import BaseIdempotencySerializer
     from persistence import AsyncPersistenceLayer, PersistenceLayer
 
 logger = logging.getLogger("idempotent_consumer")
@@ -123,6 +123,7 @@ class IdempotencyGuard:
             no cancellation stops): the lock is then left to expire at its deadline. ``AsyncBatchProcessor``
             does so for the bodies it cancels at the deadline.
         committed: Whether the result was stored (``COMPLETE``): true once ``__exit__`` committed it.
+        output_serializer: Stores ``result`` and rebuilds a replayed response; the body may set it too.
     """
 
     def __init__(
@@ -135,6 +136,7 @@ class IdempotencyGuard:
         clock: Clock = system_clock,
         key_prefix: str | None = None,
         disabled: bool | None = None,
+        output_serializer: BaseIdempotencySerializer | None = None,
     ) -> None:
         """Prepare the guard; nothing is sent before ``__enter__``.
 
@@ -148,6 +150,7 @@ class IdempotencyGuard:
             key_prefix: Overrides ``config.prefix`` (``@idempotent_function`` adds the function's name).
             disabled: Pass-through without a store; ``None`` reads ``IDEMPOTENCY_DISABLED`` on enter (the
                 batch processor reads it once per batch and passes it).
+            output_serializer: Stores ``result`` and rebuilds a replayed response (:mod:`consumer.serialization`).
         """
         self.data = data
         self.store = store
@@ -156,6 +159,7 @@ class IdempotencyGuard:
         self.clock = clock
         self.key_prefix = key_prefix
         self.disabled = disabled
+        self.output_serializer = output_serializer
         self.key: str | None = None
         self.result: Any = None
         self.release_error: IdempotencyError | None = None
@@ -182,6 +186,7 @@ class IdempotencyGuard:
             AlreadyProcessed: The record completed before; carries the stored response.
             IdempotencyAlreadyInProgressError: Another invocation holds a live lock.
             IdempotencyValidationError: The stored record was made for a different payload.
+            ResponseDecodeError: The stored response does not fit ``output_serializer`` (the body does not run).
             IdempotencyKeyError: The key could not be selected.
             PersistenceLayerError: The store failed.
             TypeError: ``store`` is async only: use ``async with``.
@@ -299,7 +304,7 @@ class IdempotencyGuard:
             )
         if self._cache is not None and read_at_ms is not None:
             self._cache.put(record, read_at_ms)
-        response = None if record.response is None else decode_result(record.response)
+        response = decode_output(record, self.output_serializer)
         if self.config.response_hook is not None:
             response = self.config.response_hook(response, record)
         raise AlreadyProcessed(record.key, response, record)
@@ -327,7 +332,7 @@ class IdempotencyGuard:
             try:
                 store.complete(complete)
             except ItemTooLargeError as e:
-                complete = self._without_response(complete, e)
+                complete = without_response(complete, e)
                 store.complete(complete)
             self._committed(complete)
             return False
@@ -372,7 +377,7 @@ class IdempotencyGuard:
         done, cancelled = await settle(store.complete(complete))
         error = None if done.cancelled() else done.exception()
         if isinstance(error, ItemTooLargeError):
-            complete = self._without_response(complete, error)
+            complete = without_response(complete, error)
             done, again = await settle(store.complete(complete))
             cancelled = cancelled or again
             error = None if done.cancelled() else done.exception()
@@ -436,7 +441,7 @@ class IdempotencyGuard:
     def _completed(self, held: IdempotencyRecord) -> IdempotencyRecord:
         """The ``COMPLETE`` record to write; raises ``InvalidResultError`` (lock not yet released) for unrun work."""
         try:
-            response: str | None = encode_result(self.result)
+            response: str | None = encode_output(self.result, self.output_serializer)
         except Exception as e:
             # The body ran: whatever goes wrong encoding its result must not keep the record from committing,
             # or the side effect would run again once the lock lapses. Unless the result holds work that has
@@ -444,14 +449,9 @@ class IdempotencyGuard:
             unrun = unrun_parts(self.result)
             if unrun:
                 raise self._refuse(unrun, e) from e
-            cause = e if isinstance(e, ResultEncodingError) else repr(e)
-            logger.warning("result of %r cannot be stored (%s): committing without it", held.key, cause)
+            unstored(held.key, e)
             response = None
         return held.completed(response, int(self.clock()) + self.config.expires_after_seconds)
-
-    def _without_response(self, complete: IdempotencyRecord, error: ItemTooLargeError) -> IdempotencyRecord:
-        logger.warning("result of %r is too large to store (%s): committing without it", complete.key, error)
-        return dataclasses.replace(complete, response=None)
 
     def _committed(self, complete: IdempotencyRecord) -> None:
         self.committed = True

@@ -1,0 +1,159 @@
+"""A guard's result through its output serializer: stored on commit, replayed on a duplicate; and the serializer
+that a decorated function's declaration or return annotation calls for."""  # noqa: D205, D209 - one sentence
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+from typing import TYPE_CHECKING, Any
+
+from consumer._errors import IdempotencyModelTypeError, IdempotencyNoSerializationModelError, ResponseDecodeError
+from consumer._serde import ResultEncodingError, decode_result, encode_result
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from consumer.serialization import BaseIdempotencyModelSerializer, BaseIdempotencySerializer
+    from persistence import IdempotencyRecord, ItemTooLargeError
+
+logger = logging.getLogger("idempotent_consumer")
+
+
+def encode_output(result: Any, serializer: BaseIdempotencySerializer | None) -> str:
+    """The JSON text to store for ``result``: ``serializer.to_dict(result)`` (never for ``None``), encoded.
+
+    Raises:
+        ResultEncodingError: The serializer or the encoder failed; the exception that stopped it is the cause.
+    """
+    if serializer is not None and result is not None:
+        try:
+            result = serializer.to_dict(result)
+        except Exception as e:
+            msg = f"{serializer!r}.to_dict failed on a result of type {type(result).__qualname__}: {e!r}"
+            raise ResultEncodingError(msg) from e
+    return encode_result(result)
+
+
+def unstored(key: str, error: Exception) -> None:
+    """Log that the result of ``key`` is committed without its response, because of ``error``."""
+    cause = error if isinstance(error, ResultEncodingError) else repr(error)
+    logger.warning("result of %r cannot be stored (%s): committing without it", key, cause)
+
+
+def without_response(complete: IdempotencyRecord, error: ItemTooLargeError) -> IdempotencyRecord:
+    """``complete`` without its response, which is too large for the store (logged)."""
+    logger.warning("result of %r is too large to store (%s): committing without it", complete.key, error)
+    return dataclasses.replace(complete, response=None)
+
+
+def decode_output(record: IdempotencyRecord, serializer: BaseIdempotencySerializer | None) -> Any:
+    """The result ``record`` replays: its stored response, through ``serializer.from_dict`` (never for ``None``).
+
+    ``None`` when the response was not stored (``record.response`` is ``None``).
+
+    Raises:
+        ResponseDecodeError: The stored text is not a stored result, or the serializer refused it.
+    """
+    if record.response is None:
+        return None
+    try:
+        value = decode_result(record.response)
+        return value if serializer is None or value is None else serializer.from_dict(value)
+    except Exception as e:
+        by = "" if serializer is None else f" by {serializer!r}"
+        msg = (
+            f"the stored response of {record.key!r} cannot be replayed{by} ({type(e).__name__}: {e}); the body does "
+            "not run again: make the response fit (a model or serializer that reads it), or delete the record"
+        )
+        raise ResponseDecodeError(msg, key=record.key, existing_record=record) from e
+
+
+_UNRESOLVED: Any = object()
+
+
+class FunctionOutput:
+    """The output serializer of a decorated function: the one it declares, or the one its return annotation calls
+    for (:func:`~consumer.serialization.serializer_for`).
+
+    Resolved when the function is decorated, with the field annotations of the dataclasses it rebuilds. What
+    names a class its module defines further down is resolved again on the first call. What never resolves (a
+    name imported only under ``TYPE_CHECKING``, a class defined inside a function) means no serializer (with a
+    warning when it is a field of the dataclass returned); a declared serializer fails the call instead, before
+    its body runs.
+    """  # noqa: D205 - the summary needs two lines
+
+    __slots__ = ("_declared", "_function", "_serializer")
+
+    def __init__(
+        self,
+        function: Callable[..., Any],
+        declared: BaseIdempotencySerializer | type[BaseIdempotencyModelSerializer] | None,
+    ) -> None:
+        """Resolve the serializer of ``function``, now if its annotations allow.
+
+        Raises:
+            TypeError: ``declared`` is neither a serializer nor a ``BaseIdempotencyModelSerializer`` subclass.
+            IdempotencyModelTypeError: The declared class cannot serialize the return annotation.
+            IdempotencyNoSerializationModelError: A serializer class was declared without a return annotation.
+        """
+        from consumer._typed import UnresolvedAnnotationError  # noqa: PLC0415 - only decorated functions need these
+        from consumer.serialization import BaseIdempotencyModelSerializer, BaseIdempotencySerializer  # noqa: PLC0415
+
+        is_class = isinstance(declared, type) and issubclass(declared, BaseIdempotencyModelSerializer)
+        if declared is not None and not is_class and not isinstance(declared, BaseIdempotencySerializer):
+            msg = f"output_serializer must be a serializer or a BaseIdempotencyModelSerializer class, not {declared!r}"
+            raise TypeError(msg)
+        self._function = function
+        self._declared = declared
+        self._serializer: BaseIdempotencySerializer | None = _UNRESOLVED
+        with contextlib.suppress(UnresolvedAnnotationError):  # resolved again on the first call
+            self._serializer = self._resolve()
+
+    def serializer(self) -> BaseIdempotencySerializer | None:
+        """The serializer for this call's guard.
+
+        Raises:
+            IdempotencyModelTypeError: A serializer was declared and an annotation it needs does not resolve
+                (``IdempotencyNoSerializationModelError`` for a declared class).
+        """
+        if self._serializer is _UNRESOLVED:
+            from consumer._typed import UnresolvedAnnotationError, UnresolvedReturnError  # noqa: PLC0415 - see __init__
+
+            try:
+                self._serializer = self._resolve()
+            except UnresolvedAnnotationError as e:
+                if isinstance(self._declared, type):
+                    msg = f"{e}: {self._declared.__name__} is built for it"
+                    raise IdempotencyNoSerializationModelError(msg) from e
+                if self._declared is not None:
+                    raise
+                # A return annotation imported for type checkers only is common (a TypedDict): the encoder warns
+                # about a dataclass or model result itself. Unresolved fields of a dataclass return type are not.
+                level = logging.DEBUG if isinstance(e, UnresolvedReturnError) else logging.WARNING
+                logger.log(level, "%s: its results replay as stored (pass output_serializer= to choose)", e)
+                self._serializer = None
+        return self._serializer
+
+    def _resolve(self) -> BaseIdempotencySerializer | None:
+        from consumer._typed import NO_ANNOTATION, namespace_of, resolve_fields, return_type  # noqa: PLC0415
+        from consumer.serialization import serializer_for  # noqa: PLC0415
+
+        declared = self._declared
+        if declared is not None and not isinstance(declared, type):
+            serializer: BaseIdempotencySerializer | None = declared
+        else:
+            annotation = return_type(self._function)
+            if declared is not None:
+                serializer = declared.instantiate(None if annotation is NO_ANNOTATION else annotation)
+            elif annotation is NO_ANNOTATION:
+                return None
+            else:
+                try:
+                    serializer = serializer_for(annotation)
+                except IdempotencyModelTypeError:  # A | B: stored as it is (a dataclass as a dict, with a warning)
+                    return None
+        for name in ("model", "output_type"):  # the types a serializer of ours rebuilds
+            if hasattr(serializer, name):
+                resolve_fields(getattr(serializer, name), namespace_of(self._function))
+        return serializer

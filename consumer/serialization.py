@@ -1,0 +1,252 @@
+"""Output serializers: a replay returns what the first run returned, dataclasses and Pydantic models included.
+
+A result is stored as JSON: plain values (and ``Decimal``, ``datetime``, ``bytes``, tuples, sets, ...) replay
+exactly on their own, but a dataclass or a Pydantic model is stored as its fields and, without a serializer,
+replays as a dict. An output serializer turns the result into what is stored (``to_dict``) and the stored value
+back into the result (``from_dict``). ``@idempotent_function`` picks one from the function's return annotation
+(:func:`serializer_for`), or takes one as ``output_serializer=``; a guard takes one as ``output_serializer=``.
+
+The class names and methods are those of Powertools for AWS Lambda (Python), so its serializers, and its
+``output_serializer=`` arguments, work here with an import change.
+
+Example:
+    >>> import dataclasses
+    >>> @dataclasses.dataclass
+    ... class Receipt:
+    ...     order_id: str
+    ...     amount: int
+    >>> serializer = DataclassSerializer(Receipt)
+    >>> serializer.to_dict(Receipt("o-1", 30))
+    {'order_id': 'o-1', 'amount': 30}
+    >>> serializer.from_dict({"order_id": "o-1", "amount": 30})
+    Receipt(order_id='o-1', amount=30)
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import TYPE_CHECKING, Any
+
+from consumer._errors import IdempotencyModelTypeError, IdempotencyNoSerializationModelError
+from consumer._typed import holds_models, is_dataclass_type, is_model_type, optional_of, plain, rebuild
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = [
+    "BaseIdempotencyModelSerializer",
+    "BaseIdempotencySerializer",
+    "CustomDictSerializer",
+    "DataclassSerializer",
+    "NoOpSerializer",
+    "PydanticSerializer",
+    "serializer_for",
+]
+
+
+class BaseIdempotencySerializer(abc.ABC):
+    """Turns a result into what is stored, and what was stored back into the result.
+
+    Neither method sees ``None``: a ``None`` result is stored as ``None`` and replays as ``None``. A method that
+    raises while storing leaves the record committed without its response (the body ran: it must not run
+    again); one that raises on a replay fails the record with :class:`~consumer.ResponseDecodeError`.
+    """
+
+    @abc.abstractmethod
+    def to_dict(self, data: Any) -> dict[str, Any]:
+        """What to store for ``data``: a dict, or any other value the result encoder replays exactly."""
+
+    @abc.abstractmethod
+    def from_dict(self, data: dict[str, Any]) -> Any:
+        """The result to replay for ``data``, the value ``to_dict`` returned (as the encoder replays it)."""
+
+
+class BaseIdempotencyModelSerializer(BaseIdempotencySerializer):
+    """A serializer built for a type: pass the class itself to ``@idempotent_function(output_serializer=...)``
+    and it is built for the function's return annotation."""  # noqa: D205, D209 - one sentence
+
+    @classmethod
+    @abc.abstractmethod
+    def instantiate(cls, model_type: Any) -> BaseIdempotencySerializer:
+        """A serializer for ``model_type`` (``X`` or ``X | None``); ``model_type`` is ``None`` when unknown.
+
+        Raises:
+            IdempotencyNoSerializationModelError: ``model_type`` is ``None``.
+            IdempotencyModelTypeError: This class cannot serialize ``model_type``.
+        """
+
+
+class NoOpSerializer(BaseIdempotencySerializer):
+    """Stores the result as it is (what happens without a serializer): a dataclass replays as a dict.
+
+    Pass it to ``@idempotent_function`` to keep a dataclass or model return annotation from choosing a
+    serializer.
+    """
+
+    def to_dict(self, data: Any) -> Any:
+        """``data`` itself."""
+        return data
+
+    def from_dict(self, data: Any) -> Any:
+        """``data`` itself."""
+        return data
+
+
+class CustomDictSerializer(BaseIdempotencySerializer):
+    """A serializer made of two functions.
+
+    Example:
+        >>> import fractions
+        >>> serializer = CustomDictSerializer(
+        ...     to_dict=lambda f: {"n": f.numerator, "d": f.denominator},
+        ...     from_dict=lambda d: fractions.Fraction(d["n"], d["d"]),
+        ... )
+        >>> serializer.from_dict(serializer.to_dict(fractions.Fraction(3, 4)))
+        Fraction(3, 4)
+    """
+
+    def __init__(self, to_dict: Callable[[Any], Any], from_dict: Callable[[Any], Any]) -> None:
+        """Wrap the two functions.
+
+        Args:
+            to_dict: The result to what is stored (a dict, or any value the result encoder replays exactly).
+            from_dict: What was stored back to the result.
+        """
+        self._to_dict = to_dict
+        self._from_dict = from_dict
+
+    def to_dict(self, data: Any) -> Any:
+        """``to_dict(data)``."""
+        return self._to_dict(data)
+
+    def from_dict(self, data: Any) -> Any:
+        """``from_dict(data)``."""
+        return self._from_dict(data)
+
+
+class DataclassSerializer(BaseIdempotencyModelSerializer):
+    """Replays a dataclass as itself: nested dataclasses (in fields, lists, tuples, sets, dict values, ``X | None``)
+    and Pydantic models in its fields too.
+
+    Field annotations are resolved in the dataclass's module on the first replay, so a string annotation (``from
+    __future__ import annotations``) works unless it names a class defined inside a function. A stored dict with
+    a field the class no longer has, or without one it requires, fails the replay with
+    :class:`~consumer.ResponseDecodeError`; fields with ``init=False`` are restored after construction.
+    """  # noqa: D205 - the summary needs two lines
+
+    def __init__(self, model: type[Any]) -> None:
+        """Serialize instances of ``model``.
+
+        Raises:
+            IdempotencyModelTypeError: ``model`` is not a dataclass.
+        """
+        if not is_dataclass_type(model):
+            raise IdempotencyModelTypeError(f"DataclassSerializer needs a dataclass, not {model!r}")
+        self.model = model
+
+    def to_dict(self, data: Any) -> dict[str, Any]:
+        """The fields of ``data``, nested dataclasses and models as dicts (as :func:`dataclasses.asdict`)."""
+        return plain(data)  # type: ignore[no-any-return]  # a dict for an instance of the model
+
+    def from_dict(self, data: dict[str, Any]) -> Any:
+        """The dataclass rebuilt from its stored fields."""
+        return rebuild(self.model, data)
+
+    @classmethod
+    def instantiate(cls, model_type: Any) -> DataclassSerializer:
+        """A serializer for the dataclass ``model_type`` (or ``model_type | None``)."""
+        return cls(_model_of(model_type))
+
+    def __repr__(self) -> str:
+        """``DataclassSerializer(Model)``."""
+        return f"{type(self).__name__}({self.model.__qualname__})"
+
+
+class PydanticSerializer(BaseIdempotencyModelSerializer):
+    """Replays a Pydantic v2 model as itself: stored as ``model_dump(mode="json")``, read back with validation.
+
+    A stored dict that no longer validates fails the replay with :class:`~consumer.ResponseDecodeError`.
+    Pydantic stays an optional dependency: it is never imported here (a model class means it already was).
+    """
+
+    def __init__(self, model: type[Any]) -> None:
+        """Serialize instances of ``model``.
+
+        Raises:
+            IdempotencyModelTypeError: ``model`` is not a Pydantic v2 model class.
+        """
+        if not is_model_type(model):
+            raise IdempotencyModelTypeError(f"PydanticSerializer needs a pydantic.BaseModel subclass, not {model!r}")
+        self.model = model
+
+    def to_dict(self, data: Any) -> dict[str, Any]:
+        """``data.model_dump(mode="json")``."""
+        return plain(data)  # type: ignore[no-any-return]  # a dict for an instance of the model
+
+    def from_dict(self, data: dict[str, Any]) -> Any:
+        """The model validated from its stored dict."""
+        return rebuild(self.model, data)
+
+    @classmethod
+    def instantiate(cls, model_type: Any) -> PydanticSerializer:
+        """A serializer for the model ``model_type`` (or ``model_type | None``)."""
+        return cls(_model_of(model_type))
+
+    def __repr__(self) -> str:
+        """``PydanticSerializer(Model)``."""
+        return f"{type(self).__name__}({self.model.__qualname__})"
+
+
+class _TypeSerializer(BaseIdempotencySerializer):
+    """Dataclasses and models inside containers: ``list[Order]``, ``dict[str, Order]``, ``tuple[Order, ...]``."""
+
+    def __init__(self, output_type: Any) -> None:
+        self.output_type = output_type
+
+    def to_dict(self, data: Any) -> Any:
+        return plain(data)
+
+    def from_dict(self, data: Any) -> Any:
+        return rebuild(self.output_type, data)
+
+    def __repr__(self) -> str:
+        return f"serializer_for({self.output_type!r})"
+
+
+def serializer_for(output_type: Any) -> BaseIdempotencySerializer | None:
+    """The serializer that replays values of ``output_type`` as themselves; ``None`` when none is needed.
+
+    ``@idempotent_function`` calls it with the function's return annotation. A dataclass gets a
+    :class:`DataclassSerializer`, a Pydantic model a :class:`PydanticSerializer`, each also as ``X | None``;
+    lists, tuples, sets, frozensets and dicts of them (``list[Order]``, ``dict[str, Order] | None``, their
+    ``collections.abc`` forms too) get a serializer that rebuilds each element. Any other type (``dict``, ``int``,
+    a ``TypedDict``, ``Any``) needs none: the stored result already replays with its exact type.
+
+    Raises:
+        IdempotencyModelTypeError: A union of several types holding a dataclass or a model (``A | B``): a
+            stored dict does not say which one to rebuild.
+
+    Example:
+        >>> import dataclasses
+        >>> @dataclasses.dataclass
+        ... class Line:
+        ...     sku: str
+        >>> serializer_for(Line | None), serializer_for(dict[str, int])
+        (DataclassSerializer(Line), None)
+        >>> serializer_for(list[Line]).from_dict([{"sku": "a-1"}])
+        [Line(sku='a-1')]
+    """
+    if not holds_models(output_type):
+        return None
+    model = optional_of(output_type)
+    if is_dataclass_type(model):
+        return DataclassSerializer(model)
+    if is_model_type(model):
+        return PydanticSerializer(model)
+    return _TypeSerializer(output_type)
+
+
+def _model_of(model_type: Any) -> Any:
+    if model_type is None:
+        raise IdempotencyNoSerializationModelError("no type to build the serializer for: annotate the return type")
+    return optional_of(model_type)
