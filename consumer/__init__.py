@@ -8,6 +8,12 @@ Example:
     ...     guard.result = "charged"
 """
 
+from consumer._shadowing import refuse_shadowed
+
+# Before anything below imports persistence: a user's own persistence.py would run in its place.
+refuse_shadowed("persistence")
+# ruff: noqa: E402 - the imports below come after that check on purpose
+
 from consumer._batch_run import Outcome
 from consumer._context import Clock, LambdaContext, current_lambda_context, register_lambda_context
 from consumer._errors import (

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from consumer import __version__
 from consumer import _cli_records as ops
 from consumer._cli_records import CommandError, out, store_url
+from consumer._shadowing import shadowing_in
 from consumer.local_context import LocalContext
 from persistence import DEFAULT_STORE_URL, STORE_URL_VARIABLE, IdempotencyError, RecordStatus
 
@@ -73,10 +74,15 @@ INVOKE_EXAMPLES = f"""examples:
 
 
 def load_handler(spec: str) -> Callable[..., Any]:
-    """Import ``MODULE:FUNCTION`` (the current directory is importable)."""
+    """Import ``MODULE:FUNCTION`` (the current directory is importable, unless a file of it shadows our packages)."""
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
         raise CommandError(f"handler {spec!r} must look like MODULE:FUNCTION", EXIT_USAGE)
+    # Here `consumer` and `persistence` are already imported (ours), so a user's consumer.py would go unnoticed
+    # until Lambda, where the function's directory comes first on sys.path as it does below.
+    shadowed = shadowing_in(Path.cwd())
+    if shadowed is not None:
+        raise CommandError(f"cannot load handler {spec!r}: {shadowed}")
     sys.path.insert(0, str(Path.cwd()))
     try:
         handler = getattr(importlib.import_module(module_name), attribute)

@@ -4,6 +4,15 @@
 :class:`PersistenceLayer`.
 """
 
+import sys
+
+# Imported on its own, not by consumer/__init__.py (which has checked this package), check that `consumer` is ours:
+# a user's own consumer.py that imports persistence is refused here, by a message that names it.
+if "consumer._shadowing" not in sys.modules:
+    from persistence._shadowing import refuse_shadowed
+
+    refuse_shadowed("consumer")
+
 from persistence._async import (
     DEFAULT_STORE_THREADS,
     AsyncPersistenceLayer,
