@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import functools
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -105,18 +105,22 @@ def _candidates(function: Callable[..., Any]) -> tuple[Any, ...]:
     return (function, getattr(function, "__call__", None))  # noqa: B004 - a callable object's method
 
 
+# Shapes of the handlers seen so far, kept only while the handler lives: holding on to it would keep the name of a
+# decorated function taken (``@idempotent_function`` refuses a second live function of that name).
+_shapes: weakref.WeakKeyDictionary[Any, dict[bool, HandlerShape]] = weakref.WeakKeyDictionary()
+
+
 def handler_shape(handler: Callable[..., Any], *, async_ok: bool = False) -> HandlerShape:
-    """Inspect ``handler`` (cached when it is hashable); raises ``TypeError`` as :func:`refuse_unrunnable` does."""
+    """Inspect ``handler`` (remembered while it lives); raises ``TypeError`` as :func:`refuse_unrunnable` does."""
     try:
-        hash(handler)
-    except TypeError:  # an unhashable callable object: inspected on every batch
+        known = _shapes.get(handler)
+    except TypeError:  # unhashable, or not weakly referenceable: inspected on every batch
         return _shape(handler, async_ok=async_ok)
-    return _cached_shape(handler, async_ok=async_ok)
-
-
-@functools.lru_cache(maxsize=64)
-def _cached_shape(handler: Callable[..., Any], *, async_ok: bool) -> HandlerShape:
-    return _shape(handler, async_ok=async_ok)
+    shape = None if known is None else known.get(async_ok)
+    if shape is None:
+        shape = _shape(handler, async_ok=async_ok)
+        _shapes.setdefault(handler, {})[async_ok] = shape
+    return shape
 
 
 def _shape(handler: Callable[..., Any], *, async_ok: bool) -> HandlerShape:
