@@ -156,9 +156,9 @@ class AsyncBatchRun(BatchRun):
         self._fail(item, Outcome.FAILED, error)
 
     def _deadline_timer(self, workers: list[asyncio.Task[None]]) -> asyncio.TimerHandle | None:
-        if self.context is None or not self.cancel_at_deadline:
+        if self._remaining is None or not self.cancel_at_deadline:
             return None
-        left_ms = self.context.get_remaining_time_in_millis() - self.settings.deadline_margin_ms
+        left_ms = self._remaining() - self.settings.deadline_margin_ms
         return asyncio.get_running_loop().call_later(max(0, left_ms) / 1000, self._deadline, workers)
 
     def _deadline(self, workers: Iterable[asyncio.Task[None]]) -> None:

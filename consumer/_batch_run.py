@@ -91,9 +91,14 @@ class BatchRun:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _own: GuardedFunction | None = field(init=False, default=None)  # an @idempotent_function handler's guard
     _own_context: bool = field(init=False, default=False)
+    _remaining: Callable[[], int] | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
-        """An ``@idempotent_function`` record handler runs in its own guard, not in a second one of ours."""
+        """An ``@idempotent_function`` record handler runs in its own guard, not in a second one of ours.
+
+        A context without ``get_remaining_time_in_millis`` (a test's stand-in) knows no deadline: none is kept.
+        """
+        self._remaining = getattr(self.context, "get_remaining_time_in_millis", None)
         if self.guard_passing == OWN:
             self._own = guarded_function(self.handler)
             self._own_context = handler_shape(self.handler, async_ok=True).lambda_context
@@ -131,7 +136,7 @@ class BatchRun:
             return Outcome.SKIPPED
         # Exactly the margin left still starts the record: the margin is what a record may not go below.
         # Negative remaining time is below any margin: no clamp needed here.
-        if self.context is not None and self.context.get_remaining_time_in_millis() < self.settings.deadline_margin_ms:
+        if self._remaining is not None and self._remaining() < self.settings.deadline_margin_ms:
             return Outcome.DEFERRED
         return None
 

@@ -158,7 +158,8 @@ def _registered_context() -> LambdaContext | None:
     if _latest and not _same_invocation(context, _latest[0]):
         del _registered[:]  # a later invocation has started: this one is over
         return None
-    if context.get_remaining_time_in_millis() <= 0:
+    remaining_time = getattr(context, "get_remaining_time_in_millis", None)
+    if remaining_time is not None and remaining_time() <= 0:
         del _registered[:]  # past its deadline: Lambda has ended that invocation
         return None
     return context

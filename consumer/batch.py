@@ -142,6 +142,16 @@ class _Processor:
         last = self._last.get(getattr(self._latest, "batch", None))
         return [] if last is None else last.items
 
+    @property
+    def success_messages(self) -> list[Any]:
+        """Powertools' name: the records of the last batch that succeeded (ran, or replayed), as delivered."""
+        return [item.raw for item in self.items if item.outcome is not None and item.outcome.succeeded]
+
+    @property
+    def fail_messages(self) -> list[Any]:
+        """Powertools' name: the typed records of the last batch that were reported in ``batchItemFailures``."""
+        return [item.record for item in self.items if item.outcome is None or not item.outcome.succeeded]
+
     def _keep(self, batch: _Batch | None) -> None:
         self._last.set(batch)
 
