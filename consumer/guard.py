@@ -137,7 +137,7 @@ class IdempotencyGuard:
         remaining_time = getattr(self.context, "get_remaining_time_in_millis", None)
         if remaining_time is None:  # no context, or a test's stand-in that knows no deadline
             return now_ms + self.config.lock_timeout_seconds * 1000
-        remaining = remaining_time()  # never negative: a lock already expired when taken
+        remaining: int = remaining_time()  # never negative: a lock already expired when taken
         return now_ms + max(0, remaining) + self.config.lock_grace_ms
 
     def __enter__(self) -> IdempotencyGuard:
