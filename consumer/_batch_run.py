@@ -6,6 +6,7 @@ import concurrent.futures
 import contextvars
 import enum
 import threading
+import types
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -91,6 +92,7 @@ class BatchRun:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _own: GuardedFunction | None = field(init=False, default=None)  # an @idempotent_function handler's guard
     _own_context: bool = field(init=False, default=False)
+    _own_call: Callable[..., Any] | None = field(init=False, default=None)  # the undecorated function (bound)
     _remaining: Callable[[], int] | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
@@ -100,8 +102,11 @@ class BatchRun:
         """
         self._remaining = getattr(self.context, "get_remaining_time_in_millis", None)
         if self.guard_passing == OWN:
-            self._own = guarded_function(self.handler)
+            self._own = own = guarded_function(self.handler)
             self._own_context = handler_shape(self.handler, async_ok=True).lambda_context
+            bound_to = getattr(self.handler, "__self__", None)  # a decorated method, handed over bound
+            call = own.function if own is not None else None
+            self._own_call = call if bound_to is None or call is None else types.MethodType(call, bound_to)
 
     def run(self) -> None:
         """Run every item; records sharing an ordering key run one after another, in order."""
@@ -194,12 +199,12 @@ class BatchRun:
     def _call(self, record: Record, guard: IdempotencyGuard) -> Any:
         if self.guard_passing == POSITIONAL:
             return self.handler(record, guard)
-        if self._own is None:
+        if self._own is None or self._own_call is None:
             return self.handler(record, guard=guard)
         kwargs: dict[str, Any] = {self._own.data_keyword_argument: record}  # as Powertools' processor calls it
         if self._own_context:
             kwargs[LAMBDA_CONTEXT] = self.context
-        return self._own.function(**kwargs)
+        return self._own_call(**kwargs)
 
     def _fail(self, item: Item, outcome: Outcome, error: BaseException | None) -> None:
         item.outcome, item.error = outcome, error

@@ -296,3 +296,19 @@ def test_disabled_idempotency_runs_the_function_unguarded(face, real_store, monk
     assert ran == ["m-1", "m-1"]
     assert summary_counts(processor) == (0, 0, 0, 2)
     assert list(real_store.scan()) == []
+
+
+def test_a_decorated_method_is_handed_over_bound(real_store):
+    class Refunds:
+        def __init__(self):
+            self.done = []
+
+        @idempotent_function(data_keyword_argument="record", config=BY_ID, store=real_store, key_prefix="refunds")
+        def refund(self, record):
+            self.done.append(record.message_id)
+            return len(self.done)
+
+    refunds = Refunds()
+    event = sqs_event(sqs_record("m-1", 1), sqs_record("m-2", 2), sqs_record("m-1", 1))
+    assert process_partial_response(event, refunds.refund, BatchProcessor(EventType.SQS)) == {"batchItemFailures": []}
+    assert refunds.done == ["m-1", "m-2"]
