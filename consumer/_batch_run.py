@@ -155,9 +155,9 @@ class BatchRun:
 
     def _guard(self, item: Item) -> IdempotencyGuard:
         s, own = self.settings, self._own
-        if own is not None:  # the function's own guard, exactly as if it were called with the record
+        if own is not None:  # the function's own guard: the key it takes when called with the typed record
             return IdempotencyGuard(
-                item.record,
+                item.raw,
                 store=own.store,
                 config=own.config,
                 context=self.context,

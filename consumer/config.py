@@ -52,7 +52,8 @@ class IdempotencyConfig:
         hash_function: Any fixed-length :mod:`hashlib` algorithm available here (``sha256``, ``blake2b``,
             ``sha512_256``, ...); variable-length digests (``shake_128``) are refused.
         key_prefix: Prefix of every key; defaults to ``AWS_LAMBDA_FUNCTION_NAME`` (read when the config is
-            built: Lambda sets it before your module loads), else ``"local"``.
+            built: Lambda sets it before your module loads), else ``"local"``. Set, it is used exactly, by
+            ``@idempotent_function`` too (which otherwise adds the function's module and name to the default).
         lock_timeout_seconds: Lock lifetime when there is no Lambda context.
         lock_grace_ms: Added to the Lambda deadline before a lock may be taken over.
         response_hook: Applied to a replayed response.

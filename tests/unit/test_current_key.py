@@ -17,6 +17,7 @@ from consumer import (
     IdempotencyConfig,
     IdempotencyGuard,
     NestedReplayError,
+    _context,
     async_process_partial_response,
     current_idempotency_key,
     idempotent,
@@ -29,8 +30,23 @@ from persistence import InMemoryPersistenceLayer
 EVENT = {"id": "e-1", "detail-type": "OrderPlaced", "source": "shop", "detail": {"order": "o-1"}}
 
 
+@pytest.fixture(autouse=True)
+def _no_guard_left_entered():
+    """Start outside any guard: a test run earlier on this thread may have left one entered (a stale holder that
+    never exits, or an async exit that raised out of ``asyncio.run`` before its context came back)."""
+    _context._key.set(None)
+
+
 def test_outside_a_guarded_body_there_is_no_key():
+    seen = []
     assert current_idempotency_key() is None
+    with IdempotencyGuard({"messageId": "m-1"}, store=InMemoryPersistenceLayer()) as guard:
+        assert current_idempotency_key() == guard.key
+    assert current_idempotency_key() is None
+    thread = threading.Thread(target=lambda: seen.append(current_idempotency_key()))  # a context of its own
+    thread.start()
+    thread.join()
+    assert seen == [None]
 
 
 def test_idempotent_and_idempotent_function_bodies_read_their_own_key(face):
