@@ -15,20 +15,35 @@ refuse_shadowed("persistence")
 # ruff: noqa: E402 - the imports below come after that check on purpose
 
 from consumer._batch_run import Outcome
-from consumer._context import Clock, LambdaContext, current_lambda_context, register_lambda_context
+from consumer._context import (
+    Clock,
+    LambdaContext,
+    current_idempotency_key,
+    current_lambda_context,
+    register_lambda_context,
+)
 from consumer._errors import (
     AlreadyProcessed,
     IdempotencyAlreadyInProgressError,
     IdempotencyConfigError,
+    IdempotencyInconsistentStateError,
+    IdempotencyInvalidStatusError,
+    IdempotencyItemAlreadyExistsError,
+    IdempotencyItemNotFoundError,
     IdempotencyKeyError,
     IdempotencyModelTypeError,
     IdempotencyNoSerializationModelError,
+    IdempotencyPersistenceConfigError,
+    IdempotencyPersistenceConnectionError,
+    IdempotencyPersistenceConsistencyError,
+    IdempotencyPersistenceLayerError,
     IdempotencyValidationError,
     InvalidResultError,
     NestedReplayError,
     ResponseDecodeError,
 )
 from consumer._serde import canonical_json
+from consumer._unguarded import idempotency_disabled
 from consumer.async_batch import AsyncBatchProcessor, async_process_partial_response
 from consumer.batch import (
     BatchEvent,
@@ -37,13 +52,14 @@ from consumer.batch import (
     BatchProcessor,
     BatchSummary,
     PartialBatchResponse,
+    SqsFifoPartialProcessor,
     process_partial_response,
 )
 from consumer.config import IdempotencyConfig, ResponseHook
 from consumer.cutover import PowertoolsCutover
 from consumer.decorators import idempotent, idempotent_function
 from consumer.event_sources import DynamoDBStreamRecord, EventType, KinesisRecord, SQSRecord
-from consumer.guard import IdempotencyGuard, idempotency_disabled
+from consumer.guard import IdempotencyGuard
 from consumer.keys import DEFAULT_KEY_EXPRESSIONS, make_key
 from persistence import IdempotencyError, ItemTooLargeError, LockLostError, PersistenceLayerError
 
@@ -68,9 +84,17 @@ __all__ = [
     "IdempotencyConfigError",
     "IdempotencyError",
     "IdempotencyGuard",
+    "IdempotencyInconsistentStateError",
+    "IdempotencyInvalidStatusError",
+    "IdempotencyItemAlreadyExistsError",
+    "IdempotencyItemNotFoundError",
     "IdempotencyKeyError",
     "IdempotencyModelTypeError",
     "IdempotencyNoSerializationModelError",
+    "IdempotencyPersistenceConfigError",
+    "IdempotencyPersistenceConnectionError",
+    "IdempotencyPersistenceConsistencyError",
+    "IdempotencyPersistenceLayerError",
     "IdempotencyValidationError",
     "InvalidResultError",
     "ItemTooLargeError",
@@ -85,8 +109,10 @@ __all__ = [
     "ResponseDecodeError",
     "ResponseHook",
     "SQSRecord",
+    "SqsFifoPartialProcessor",
     "async_process_partial_response",
     "canonical_json",
+    "current_idempotency_key",
     "current_lambda_context",
     "idempotency_disabled",
     "idempotent",

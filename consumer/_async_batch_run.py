@@ -49,8 +49,9 @@ class AsyncBatchRun(BatchRun):
         """
         if not self.items:
             return
-        self._store = as_async_store(self.settings.store)  # once per batch, not per record
-        self._inline = isinstance(self._store, InlineStore)
+        if self.settings.store is not None and self._own is None:
+            self._store = as_async_store(self.settings.store)  # once per batch, not per record
+        self._inline = self._store is None or isinstance(self._store, InlineStore)
         self._queue = collections.deque([self.items] if self.settings.max_workers == 1 else self.groups())
         workers = self._workers
         self._hire()  # the first worker; it calls in the others as soon as a record suspends
@@ -110,7 +111,10 @@ class AsyncBatchRun(BatchRun):
             return
         guard = self._in_flight[number] = self._guard(item)
         try:
-            if self._inline:  # a store called on the loop: the guard's sync face, which is all its async one does
+            if self._own is not None:  # an @idempotent_function's guard on its own store: it picks its own face
+                async with guard:
+                    await self._body(item, guard)
+            elif self._inline:  # a store called on the loop (or none): the guard's sync face, all its async one does
                 with guard:
                     await self._body(item, guard)
             else:
@@ -152,9 +156,9 @@ class AsyncBatchRun(BatchRun):
         self._fail(item, Outcome.FAILED, error)
 
     def _deadline_timer(self, workers: list[asyncio.Task[None]]) -> asyncio.TimerHandle | None:
-        if self.context is None or not self.cancel_at_deadline:
+        if self._remaining is None or not self.cancel_at_deadline:
             return None
-        left_ms = self.context.get_remaining_time_in_millis() - self.settings.deadline_margin_ms
+        left_ms = self._remaining() - self.settings.deadline_margin_ms
         return asyncio.get_running_loop().call_later(max(0, left_ms) / 1000, self._deadline, workers)
 
     def _deadline(self, workers: Iterable[asyncio.Task[None]]) -> None:

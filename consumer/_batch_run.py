@@ -6,19 +6,23 @@ import concurrent.futures
 import contextvars
 import enum
 import threading
+import types
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from consumer._errors import AlreadyProcessed, IdempotencyAlreadyInProgressError
-from consumer._handlers import NO_GUARD, POSITIONAL
+from consumer._handlers import LAMBDA_CONTEXT, NO_GUARD, OWN, POSITIONAL, guarded_function, handler_shape
+from consumer._unguarded import idempotency_disabled
 from consumer.event_sources import EventType
-from consumer.guard import IdempotencyGuard, idempotency_disabled
+from consumer.guard import IdempotencyGuard
+from persistence import InMemoryPersistenceLayer
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from concurrent.futures import ThreadPoolExecutor
 
     from consumer._context import Clock, LambdaContext
+    from consumer._handlers import GuardedFunction
     from consumer.config import IdempotencyConfig
     from consumer.event_sources import Record
     from persistence import AsyncPersistenceLayer, PersistenceLayer
@@ -59,13 +63,17 @@ class RunSettings:
     """The processor's settings, as one run needs them."""
 
     event_type: EventType
-    store: PersistenceLayer | AsyncPersistenceLayer
+    store: PersistenceLayer | AsyncPersistenceLayer | None  # None: only @idempotent_function handlers are guarded
     config: IdempotencyConfig | None
     clock: Clock
     max_workers: int
     deadline_margin_ms: int
     stop_on_first_failure: bool
     skip_group_on_error: bool
+
+
+#: Stands in for the store of a processor that has none: its guards are pass-throughs and never reach it.
+_NO_STORE = InMemoryPersistenceLayer()
 
 
 @dataclass
@@ -82,6 +90,23 @@ class BatchRun:
     _stopped: bool = False
     _failed_groups: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _own: GuardedFunction | None = field(init=False, default=None)  # an @idempotent_function handler's guard
+    _own_context: bool = field(init=False, default=False)
+    _own_call: Callable[..., Any] | None = field(init=False, default=None)  # the undecorated function (bound)
+    _remaining: Callable[[], int] | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        """An ``@idempotent_function`` record handler runs in its own guard, not in a second one of ours.
+
+        A context without ``get_remaining_time_in_millis`` (a test's stand-in) knows no deadline: none is kept.
+        """
+        self._remaining = getattr(self.context, "get_remaining_time_in_millis", None)
+        if self.guard_passing == OWN:
+            self._own = own = guarded_function(self.handler)
+            self._own_context = handler_shape(self.handler, async_ok=True).lambda_context
+            bound_to = getattr(self.handler, "__self__", None)  # a decorated method, handed over bound
+            call = own.function if own is not None else None
+            self._own_call = call if bound_to is None or call is None else types.MethodType(call, bound_to)
 
     def run(self) -> None:
         """Run every item; records sharing an ordering key run one after another, in order."""
@@ -116,7 +141,7 @@ class BatchRun:
             return Outcome.SKIPPED
         # Exactly the margin left still starts the record: the margin is what a record may not go below.
         # Negative remaining time is below any margin: no clamp needed here.
-        if self.context is not None and self.context.get_remaining_time_in_millis() < self.settings.deadline_margin_ms:
+        if self._remaining is not None and self._remaining() < self.settings.deadline_margin_ms:
             return Outcome.DEFERRED
         return None
 
@@ -129,7 +154,19 @@ class BatchRun:
         return True
 
     def _guard(self, item: Item) -> IdempotencyGuard:
-        s = self.settings
+        s, own = self.settings, self._own
+        if own is not None:  # the function's own guard: the key it takes when called with the typed record
+            return IdempotencyGuard(
+                item.raw,
+                store=own.store,
+                config=own.config,
+                context=self.context,
+                clock=own.clock,
+                key_prefix=own.key_prefix,
+                disabled=self._disabled,
+            )
+        if s.store is None:  # a processor without a store: a pass-through, the record runs without idempotency
+            return IdempotencyGuard(item.raw, store=_NO_STORE, context=self.context, disabled=True)
         return IdempotencyGuard(
             item.raw, store=s.store, config=s.config, context=self.context, clock=s.clock, disabled=self._disabled
         )
@@ -162,7 +199,12 @@ class BatchRun:
     def _call(self, record: Record, guard: IdempotencyGuard) -> Any:
         if self.guard_passing == POSITIONAL:
             return self.handler(record, guard)
-        return self.handler(record, guard=guard)
+        if self._own is None or self._own_call is None:
+            return self.handler(record, guard=guard)
+        kwargs: dict[str, Any] = {self._own.data_keyword_argument: record}  # as Powertools' processor calls it
+        if self._own_context:
+            kwargs[LAMBDA_CONTEXT] = self.context
+        return self._own_call(**kwargs)
 
     def _fail(self, item: Item, outcome: Outcome, error: BaseException | None) -> None:
         item.outcome, item.error = outcome, error

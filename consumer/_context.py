@@ -47,6 +47,12 @@ _current: contextvars.ContextVar[tuple[LambdaContext | None] | None] = contextva
 # (a test runner, a local server) nobody can tell which one a bare thread belongs to, so none is used.
 _running: list[LambdaContext | None] = []
 _running_lock = threading.Lock()
+# The context registered Powertools' way (config.register_lambda_context): one for the process, replaced by each
+# call, never stacked, and never closed by its caller. It counts only while it is the context of the invocation that
+# started last (_latest) and its deadline has not passed: a warm container's next invocation never sees the last one's.
+_registered: list[LambdaContext] = []
+_latest: list[LambdaContext] = []
+_key: contextvars.ContextVar[str | None] = contextvars.ContextVar("idempotent_consumer_key", default=None)
 
 
 @final
@@ -65,6 +71,8 @@ class Invocation:
         self._closed = False
         with _running_lock:
             _running.append(context)
+            if context is not None:
+                _latest[:] = [context]
 
     def close(self) -> None:
         """Unregister the context: guards made afterwards no longer see it. Idempotent."""
@@ -118,4 +126,83 @@ def current_lambda_context() -> LambdaContext | None:
     if registered is not None:
         return registered[0]
     with _running_lock:
-        return _running[0] if len(_running) == 1 else None
+        if _running:
+            first = _running[0]
+            return first if all(_same_invocation(first, other) for other in _running) else None
+        return _registered_context()
+
+
+def register_invocation_context(context: LambdaContext | None) -> None:
+    """Powertools' ``config.register_lambda_context(context)``: make ``context`` this invocation's, until the next.
+
+    Unlike :func:`register_lambda_context`, nothing is returned to close: each call replaces the context the
+    previous one registered (a warm container calls it once per invocation; nothing piles up). Guards that are not
+    given a context, and are not inside a batch, ``@idempotent`` or ``with register_lambda_context(...)`` (whose
+    own context comes first), use it in every thread, as long as it belongs to the invocation that started last
+    and its deadline has not passed. So a context left behind by the previous invocation on a warm container never
+    sets the next one's lock deadline: once our processor or ``@idempotent`` receives the next invocation's
+    context, or the old one's deadline passes, it no longer counts (the lock then lasts ``lock_timeout_seconds``).
+    ``None`` unregisters it.
+    """
+    with _running_lock:
+        _registered[:] = [] if context is None else [context]
+        if context is not None:
+            _latest[:] = [context]
+
+
+def _registered_context() -> LambdaContext | None:
+    """The context registered Powertools' way, while it is still the current invocation's (lock held)."""
+    if not _registered:
+        return None
+    context = _registered[0]
+    if _latest and not _same_invocation(context, _latest[0]):
+        del _registered[:]  # a later invocation has started: this one is over
+        return None
+    remaining_time = getattr(context, "get_remaining_time_in_millis", None)
+    if remaining_time is not None and remaining_time() <= 0:
+        del _registered[:]  # past its deadline: Lambda has ended that invocation
+        return None
+    return context
+
+
+def _same_invocation(one: LambdaContext | None, other: LambdaContext | None) -> bool:
+    if one is other:
+        return True
+    request_id = getattr(one, "aws_request_id", None)
+    return request_id is not None and request_id == getattr(other, "aws_request_id", None)
+
+
+def current_idempotency_key() -> str | None:
+    """The idempotency key of the guarded body running now, or ``None`` outside one.
+
+    Readable inside ``@idempotent`` and ``@idempotent_function`` bodies, batch record handlers and ``with
+    IdempotencyGuard(...)`` blocks; pass it downstream (payment APIs take idempotency keys). Inside nested guards it
+    is the innermost one's key, and the outer key again once the inner block has ended. It is ``None`` outside a
+    guarded body, and in a body that runs unguarded (no key selected, or idempotency disabled): never a key that is
+    not this body's. Backed by a context variable: the batch processor's worker threads and the asyncio tasks a
+    body starts see it; a plain ``threading.Thread`` the body starts does not (run it with
+    ``contextvars.copy_context().run``).
+
+    Example:
+        >>> from consumer import idempotent_function
+        >>> from persistence import InMemoryPersistenceLayer
+        >>> @idempotent_function(data_keyword_argument="order", store=InMemoryPersistenceLayer(), key_prefix="pay")
+        ... def charge(order):
+        ...     return current_idempotency_key()[:4]
+        >>> charge(order={"id": 7}), current_idempotency_key()
+        ('pay#', None)
+    """
+    return _key.get()
+
+
+def enter_key(key: str | None) -> contextvars.Token[str | None]:
+    """Make ``key`` the current idempotency key (a guard's body is about to run); reset with :func:`leave_key`."""
+    return _key.set(key)
+
+
+def leave_key(token: contextvars.Token[str | None]) -> None:
+    """Restore the key that was current before :func:`enter_key` returned ``token``."""
+    try:
+        _key.reset(token)
+    except ValueError:  # left in another context than the one it was entered in: clear it there
+        _key.set(None)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from persistence import IdempotencyError
+from persistence import IdempotencyError, PersistenceLayerError
 
 if TYPE_CHECKING:
     from persistence import IdempotencyRecord
@@ -99,3 +99,47 @@ class ResponseDecodeError(IdempotencyError, ValueError):
     (``idempotent-consumer records delete KEY``). ``key`` names the record, ``existing_record`` holds it, and
     ``__cause__`` is the serializer's error.
     """  # noqa: D205 - the summary needs two lines
+
+
+# -- Powertools' names ------------------------------------------------------------------------------------------
+# Code written for Powertools imports and catches these. Where we raise the same condition, the name is an alias
+# of our class (``except`` catches what it caught there); where the condition cannot happen here, the class exists
+# so that the import and the ``except`` clause keep working, and says why it is never raised.
+
+#: Powertools' name for :class:`~persistence.PersistenceLayerError`: the store could not be read or written.
+IdempotencyPersistenceLayerError = PersistenceLayerError
+#: Powertools raises it when its Redis client cannot connect; here every store failure, a connection's included, is
+#: a :class:`~persistence.PersistenceLayerError` (this name is an alias of it).
+IdempotencyPersistenceConnectionError = PersistenceLayerError
+
+
+class IdempotencyItemAlreadyExistsError(IdempotencyError):
+    """Never raised here: a refused acquire returns the stored record in the same round trip.
+
+    Powertools raises it inside its persistence layer when a put finds a record; what reaches your code is the
+    outcome, as here: :class:`AlreadyProcessed` (the stored result replays) or
+    :class:`IdempotencyAlreadyInProgressError`.
+    """
+
+
+class IdempotencyItemNotFoundError(IdempotencyError):
+    """Never raised here: a store's ``get`` returns ``None`` for a key it does not hold."""
+
+
+class IdempotencyInconsistentStateError(IdempotencyError):
+    """Never raised here: the lock is taken, or the blocking record returned, by one atomic conditional write.
+
+    Powertools puts, then reads the record in a second request, and raises this when the two disagree.
+    """
+
+
+class IdempotencyInvalidStatusError(IdempotencyError):
+    """Never raised here: a stored item whose status this library did not write is a ``PersistenceLayerError``."""
+
+
+class IdempotencyPersistenceConfigError(IdempotencyError):
+    """Never raised here: a store built with an unusable configuration raises ``ValueError`` when it is built."""
+
+
+class IdempotencyPersistenceConsistencyError(IdempotencyError):
+    """Never raised here: Powertools' Redis layer raises it for a record it cannot read back consistently."""

@@ -2,22 +2,62 @@
 
 from __future__ import annotations
 
-import functools
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-#: How a record handler receives the guard: not at all, as its second positional argument, or by keyword.
-NO_GUARD, POSITIONAL, KEYWORD = "none", "positional", "keyword"
+    from consumer._context import Clock
+    from consumer.config import IdempotencyConfig
+    from persistence import PersistenceLayer
+
+#: How a record handler receives the guard: not at all, as its second positional argument, or by keyword. OWN: the
+#: handler is an ``@idempotent_function``: it runs in its own guard, given the record by its data keyword argument.
+NO_GUARD, POSITIONAL, KEYWORD, OWN = "none", "positional", "keyword", "own"
+#: The parameter Powertools' batch processor passes the Lambda context by, when a record handler has it.
+LAMBDA_CONTEXT = "lambda_context"
+
+
+@dataclass(frozen=True, slots=True)
+class GuardedFunction:
+    """What ``@idempotent_function`` guards, as a batch processor needs it to run the function as a record handler.
+
+    Attributes:
+        function: The undecorated function.
+        data_keyword_argument: The argument the record is passed by (and the key selected from).
+        store: The function's store.
+        config: The function's config.
+        clock: The function's clock.
+        key_prefix: The prefix of the function's keys.
+    """
+
+    function: Callable[..., Any]
+    data_keyword_argument: str
+    store: PersistenceLayer
+    config: IdempotencyConfig
+    clock: Clock
+    key_prefix: str
 
 
 @dataclass(frozen=True, slots=True)
 class HandlerShape:
-    """What the batch processor needs to know about a record handler."""
+    """What the batch processor needs to know about a record handler.
+
+    Attributes:
+        guard_passing: How the handler gets the guard (``OWN``: it is an ``@idempotent_function``).
+        lambda_context: Whether it takes the Lambda context by a ``lambda_context`` parameter (as in Powertools).
+    """
 
     guard_passing: str
+    lambda_context: bool = False
+
+
+def guarded_function(handler: Callable[..., Any]) -> GuardedFunction | None:
+    """What ``@idempotent_function`` made of ``handler``, or ``None`` for any other function."""
+    own = getattr(handler, "__idempotent_function__", None)
+    return own if isinstance(own, GuardedFunction) else None
 
 
 def is_async(function: Callable[..., Any]) -> bool:
@@ -65,18 +105,22 @@ def _candidates(function: Callable[..., Any]) -> tuple[Any, ...]:
     return (function, getattr(function, "__call__", None))  # noqa: B004 - a callable object's method
 
 
+# Shapes of the handlers seen so far, kept only while the handler lives: holding on to it would keep the name of a
+# decorated function taken (``@idempotent_function`` refuses a second live function of that name).
+_shapes: weakref.WeakKeyDictionary[Any, dict[bool, HandlerShape]] = weakref.WeakKeyDictionary()
+
+
 def handler_shape(handler: Callable[..., Any], *, async_ok: bool = False) -> HandlerShape:
-    """Inspect ``handler`` (cached when it is hashable); raises ``TypeError`` as :func:`refuse_unrunnable` does."""
+    """Inspect ``handler`` (remembered while it lives); raises ``TypeError`` as :func:`refuse_unrunnable` does."""
     try:
-        hash(handler)
-    except TypeError:  # an unhashable callable object: inspected on every batch
+        known = _shapes.get(handler)
+    except TypeError:  # unhashable, or not weakly referenceable: inspected on every batch
         return _shape(handler, async_ok=async_ok)
-    return _cached_shape(handler, async_ok=async_ok)
-
-
-@functools.lru_cache(maxsize=64)
-def _cached_shape(handler: Callable[..., Any], *, async_ok: bool) -> HandlerShape:
-    return _shape(handler, async_ok=async_ok)
+    shape = None if known is None else known.get(async_ok)
+    if shape is None:
+        shape = _shape(handler, async_ok=async_ok)
+        _shapes.setdefault(handler, {})[async_ok] = shape
+    return shape
 
 
 def _shape(handler: Callable[..., Any], *, async_ok: bool) -> HandlerShape:
@@ -86,15 +130,21 @@ def _shape(handler: Callable[..., Any], *, async_ok: bool) -> HandlerShape:
     try:
         params = list(inspect.signature(handler).parameters.values())
     except (TypeError, ValueError):
-        return HandlerShape(NO_GUARD)
+        params = []
+    by_name = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    context = any(p.name == LAMBDA_CONTEXT and p.kind in by_name for p in params)
+    if guarded_function(handler) is not None:
+        return HandlerShape(OWN, context)
     # Passed only where the handler unambiguously asks: a parameter named "guard", or a second positional
     # parameter with no default (a call without it would fail). `def h(record, retries=3)` keeps its 3.
-    if any(p.name == "guard" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) for p in params):
-        return HandlerShape(KEYWORD)
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if any(p.name == "guard" and p.kind in by_name for p in params):
+        return HandlerShape(KEYWORD, context)
+    positional = [
+        p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != LAMBDA_CONTEXT
+    ]
     if len(positional) > 1 and positional[1].default is inspect.Parameter.empty:
-        return HandlerShape(POSITIONAL)
-    return HandlerShape(NO_GUARD)
+        return HandlerShape(POSITIONAL, context)
+    return HandlerShape(NO_GUARD, context)
 
 
 def _name(function: Callable[..., Any]) -> str:

@@ -105,7 +105,7 @@ class AsyncBatchProcessor(_Processor[RecordT]):
         self,
         event_type: EventType,
         *,
-        store: PersistenceLayer | AsyncPersistenceLayer,
+        store: PersistenceLayer | AsyncPersistenceLayer | None = None,
         config: IdempotencyConfig | None = None,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         deadline_margin_ms: int = 1000,
@@ -120,7 +120,8 @@ class AsyncBatchProcessor(_Processor[RecordT]):
         Args:
             event_type: The source; ``EventType.SQS`` detects FIFO queues from the ARN.
             store: Where records live: a sync store (reached as :func:`persistence.as_async_store` says) or an
-                async one.
+                async one. ``None``: as in :class:`~consumer.BatchProcessor` (only an ``@idempotent_function``
+                record handler is guarded).
             config: Key selection and timings (by default the record's own id is the key).
             max_concurrency: Records that run at once (1: one after another, in batch order).
             deadline_margin_ms: No record starts, or keeps running with ``cancel_at_deadline``, with less than
@@ -169,11 +170,11 @@ class AsyncBatchProcessor(_Processor[RecordT]):
         from consumer._async_batch_run import AsyncBatchRun  # noqa: PLC0415 - asyncio costs sync users 15+ ms
 
         started = time.perf_counter()
-        settings, guard_passing, items = self._start(event, record_handler, async_ok=True)
-        if not self._store_reserved:  # a store thread for each record that may run at once
+        settings, handler, guard_passing, items = self._start(event, record_handler, context, async_ok=True)
+        if not self._store_reserved and settings.store is not None:  # a store thread per record that may run at once
             as_async_store(settings.store, max_threads=settings.max_workers)
             self._store_reserved = True
-        run = AsyncBatchRun(settings, record_handler, guard_passing, context, items)
+        run = AsyncBatchRun(settings, handler, guard_passing, context, items)
         run.cancel_at_deadline = self.cancel_at_deadline
         with Invocation(context):
             await run.arun()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
+import functools
 import json
 import logging
 import threading
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypedDict, overload
 
 from consumer._batch_run import BatchRun, Item, Outcome, RunSettings
 from consumer._context import Invocation, system_clock
-from consumer._handlers import handler_shape
+from consumer._handlers import LAMBDA_CONTEXT, OWN, handler_shape
 from consumer.event_sources import (
     EventType,
     RecordT,
@@ -117,7 +118,7 @@ class _Processor(Generic[RecordT]):
         self,
         event_type: EventType,
         *,
-        store: PersistenceLayer | AsyncPersistenceLayer,
+        store: PersistenceLayer | AsyncPersistenceLayer | None,
         config: IdempotencyConfig | None,
         workers: int,
         deadline_margin_ms: int,
@@ -146,6 +147,7 @@ class _Processor(Generic[RecordT]):
         # Where no batch was processed in the reader's own context: the async processor keeps its thread's latest
         # here, since asyncio.run() processes in a copy of the caller's context; the sync one never sets it.
         self._latest = threading.local()
+        self._warned_unguarded = False
 
     @property
     def summary(self) -> BatchSummary | None:
@@ -159,18 +161,47 @@ class _Processor(Generic[RecordT]):
         last = self._last.get(getattr(self._latest, "batch", None))
         return [] if last is None else last.items
 
+    @property
+    def success_messages(self) -> list[Any]:
+        """Powertools' name: the records of the last batch that succeeded (ran, or replayed), as delivered."""
+        return [item.raw for item in self.items if item.outcome is not None and item.outcome.succeeded]
+
+    @property
+    def fail_messages(self) -> list[Any]:
+        """Powertools' name: the typed records of the last batch that were reported in ``batchItemFailures``."""
+        return [item.record for item in self.items if item.outcome is None or not item.outcome.succeeded]
+
     def _keep(self, batch: _Batch | None) -> None:
         self._last.set(batch)
 
     def _start(
-        self, event: BatchEvent, record_handler: Callable[..., Any], *, async_ok: bool
-    ) -> tuple[RunSettings, str, list[Item]]:
-        """Check the handler and parse the event: the run's settings, how it gets the guard, and the items."""
+        self,
+        event: BatchEvent,
+        record_handler: Callable[..., Any],
+        context: LambdaContext | None,
+        *,
+        async_ok: bool,
+    ) -> tuple[RunSettings, Callable[..., Any], str, list[Item]]:
+        """Check the handler and parse the event: the run's settings, the handler to call, how it gets the guard,
+        and the items.
+
+        A handler with a ``lambda_context`` parameter is given the context by it, as Powertools' processor does.
+        """  # noqa: D205 - one sentence
         self._keep(None)  # an invocation that raises leaves no summary of an earlier batch behind
         shape = handler_shape(record_handler, async_ok=async_ok)
+        if self._settings.store is None and shape.guard_passing != OWN and not self._warned_unguarded:
+            self._warned_unguarded = True
+            logger.warning(
+                "%s has no store and its record handler is not an @idempotent_function: records run without "
+                "idempotency (at least once), as in Powertools' BatchProcessor; pass store= to guard each record",
+                type(self).__name__,
+            )
+        if shape.lambda_context and shape.guard_passing != OWN:
+            record_handler = functools.partial(record_handler, **{LAMBDA_CONTEXT: context})
         event_type = resolve_event_type(self.event_type, _records_of(event))
         items = _parse(event_type, _records_of(event))
-        return dataclasses.replace(self._settings, event_type=event_type), shape.guard_passing, items
+        settings = dataclasses.replace(self._settings, event_type=event_type)
+        return settings, record_handler, shape.guard_passing, items
 
     def _finish(self, event_type: EventType, items: list[Item], started: float) -> PartialBatchResponse:
         """Build the partial batch response, keep and log the summary, raise if every record failed."""
@@ -206,7 +237,14 @@ class BatchProcessor(_Processor[RecordT]):
     A duplicate (``AlreadyProcessed`` from the record's own guard) counts as success. Any other exception,
     a live lock held by another invocation included, makes that record a batch item failure. The record
     handler takes the typed record, and the guard (for ``guard.key``) when it asks for it: a parameter
-    named ``guard``, or a second positional parameter without a default.
+    named ``guard``, or a second positional parameter without a default; a parameter named ``lambda_context``
+    gets the invocation's context, as in Powertools.
+
+    An ``@idempotent_function`` record handler (Powertools' pattern) runs in its own guard only: the processor
+    passes the record by the function's ``data_keyword_argument`` and keys, stores and configures the record's
+    lock as the function says (its store, config and key prefix), instead of guarding it a second time with its
+    own; a duplicate still counts as replayed. Without a ``store``, such a handler is guarded as usual, and any
+    other handler runs its records without idempotency (as Powertools' ``BatchProcessor`` does; one warning).
 
     One processor may serve several threads at once: ``process`` keeps its state in the call, and
     ``summary`` / ``items`` are those of the last batch processed by the calling thread (or task).
@@ -257,7 +295,7 @@ class BatchProcessor(_Processor[RecordT]):
         self,
         event_type: EventType,
         *,
-        store: PersistenceLayer,
+        store: PersistenceLayer | None = None,
         config: IdempotencyConfig | None = None,
         max_workers: int = 1,
         deadline_margin_ms: int = 1000,
@@ -270,7 +308,8 @@ class BatchProcessor(_Processor[RecordT]):
 
         Args:
             event_type: The source; ``EventType.SQS`` detects FIFO queues from the ARN.
-            store: Where records live.
+            store: Where records live. ``None``: only an ``@idempotent_function`` record handler is guarded (by
+                its own store); other handlers run without idempotency, as in Powertools.
             config: Key selection and timings (by default the record's own id is the key).
             max_workers: Records run in a thread pool of this size; records sharing an ordering key (FIFO
                 group, Kinesis partition key, DynamoDB item key) still run one after another, in order.
@@ -311,9 +350,9 @@ class BatchProcessor(_Processor[RecordT]):
             TypeError: ``record_handler`` is ``async def`` or a generator function (nothing is run).
         """
         started = time.perf_counter()
-        settings, guard_passing, items = self._start(event, record_handler, async_ok=False)
+        settings, handler, guard_passing, items = self._start(event, record_handler, context, async_ok=False)
         with Invocation(context):
-            BatchRun(settings, record_handler, guard_passing, context, items, self._workers()).run()
+            BatchRun(settings, handler, guard_passing, context, items, self._workers()).run()
         return self._finish(settings.event_type, items, started)
 
     def _workers(self) -> ThreadPoolExecutor | None:
@@ -324,6 +363,24 @@ class BatchProcessor(_Processor[RecordT]):
                         self._settings.max_workers, thread_name_prefix="idempotent-consumer"
                     )
         return self._pool
+
+
+class SqsFifoPartialProcessor(BatchProcessor["SQSRecord"]):
+    """Powertools' name for a FIFO queue's processor: ``BatchProcessor(EventType.SQS_FIFO, ...)``.
+
+    ``BatchProcessor(EventType.SQS)`` detects a FIFO queue by itself (from the ``.fifo`` ARN); this class exists so
+    that code written for Powertools runs as it is. After a failure, the rest of the batch fails, or with
+    ``skip_group_on_error=True`` the rest of that message group.
+    """
+
+    def __init__(self, skip_group_on_error: bool = False, **options: Any) -> None:
+        """Configure the processor.
+
+        Args:
+            skip_group_on_error: After a failure, fail only the rest of that message group.
+            **options: Any other :class:`BatchProcessor` option (``store``, ``config``, ``max_workers``...).
+        """
+        super().__init__(EventType.SQS_FIFO, skip_group_on_error=skip_group_on_error, **options)
 
 
 def _summarize(event_type: EventType, items: list[Item], duration_ms: float) -> BatchSummary:

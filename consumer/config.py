@@ -10,12 +10,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 import jmespath.exceptions
 
 from consumer._cache import LocalCache, LocalCaches
+from consumer._context import register_invocation_context
 from consumer._errors import IdempotencyConfigError
 from consumer._jmespath import compile_expression
 
 if TYPE_CHECKING:
     from jmespath.parser import ParsedResult
 
+    from consumer._context import LambdaContext
     from consumer.cutover import PowertoolsCutover
     from persistence import IdempotencyRecord
 
@@ -35,8 +37,11 @@ class IdempotencyConfig:
     Attributes:
         event_key_jmespath: Selects the key from the record. ``None``: the record's own id (SQS
             ``messageId``, Kinesis / DynamoDB Streams ``eventID``, EventBridge ``id``), else the whole record.
+            ``""``: the whole record, always (what Powertools means by it; an SQS record then counts as new on
+            every delivery, since its receive count and receipt handle change).
         payload_validation_jmespath: Selects the part of the payload that must match between a record and
-            its duplicates; a mismatch raises ``IdempotencyValidationError``.
+            its duplicates; a mismatch raises ``IdempotencyValidationError``. ``""`` is ``None`` (no validation),
+            as in Powertools.
         raise_on_no_idempotency_key: Raise ``IdempotencyKeyError`` when the selection is empty, instead of
             running the record unguarded with a warning.
         expires_after_seconds: How long a completed record counts.
@@ -48,7 +53,8 @@ class IdempotencyConfig:
         hash_function: Any fixed-length :mod:`hashlib` algorithm available here (``sha256``, ``blake2b``,
             ``sha512_256``, ...); variable-length digests (``shake_128``) are refused.
         key_prefix: Prefix of every key; defaults to ``AWS_LAMBDA_FUNCTION_NAME`` (read when the config is
-            built: Lambda sets it before your module loads), else ``"local"``.
+            built: Lambda sets it before your module loads), else ``"local"``. Set, it is used exactly, by
+            ``@idempotent_function`` too (which otherwise adds the function's module and name to the default).
         lock_timeout_seconds: Lock lifetime when there is no Lambda context.
         lock_grace_ms: Added to the Lambda deadline before a lock may be taken over.
         response_hook: Applied to a replayed response.
@@ -87,14 +93,31 @@ class IdempotencyConfig:
         _require(self.lock_grace_ms >= 0, f"lock_grace_ms must not be negative, got {self.lock_grace_ms!r}")
         _check_hash_function(self.hash_function)
         _require(self.key_prefix != "", "key_prefix must not be empty (use None for the default)")
-        object.__setattr__(self, "key_expression", _compile("event_key_jmespath", self.event_key_jmespath))
-        validation = _compile("payload_validation_jmespath", self.payload_validation_jmespath)
+        object.__setattr__(self, "key_expression", _compile("event_key_jmespath", self.event_key_jmespath or None))
+        validation = _compile("payload_validation_jmespath", self.payload_validation_jmespath or None)
         object.__setattr__(self, "validation_expression", validation)
         if self.use_local_cache:
             caches = LocalCaches(self.local_cache_max_items, self.local_cache_max_age_seconds * 1000)
             object.__setattr__(self, "local_caches", caches)
         prefix = self.key_prefix or os.environ.get("AWS_LAMBDA_FUNCTION_NAME") or "local"
         object.__setattr__(self, "prefix", prefix)
+
+    def register_lambda_context(self, lambda_context: LambdaContext | None) -> None:
+        """Powertools' name for registering this invocation's Lambda context; call it first in each invocation.
+
+        An alias of :func:`consumer.register_lambda_context` for code written for Powertools: guards outside a
+        batch or ``@idempotent`` (an ``@idempotent_function`` called from a plain handler) take their lock deadline
+        from this context. It is the invocation's, not this config's: every guard sees it, whatever its config.
+        Each call replaces the context registered before (nothing piles up on a warm container), and a context
+        left from an earlier invocation never counts once the next invocation's context reached the library (a
+        batch, ``@idempotent``, another registration) or its own deadline passed: the lock then lasts
+        ``lock_timeout_seconds``. A batch, ``@idempotent`` or ``with register_lambda_context(...)`` uses its own
+        context for the length of its call.
+
+        Args:
+            lambda_context: The handler's ``context`` argument.
+        """
+        register_invocation_context(lambda_context)
 
     def cache_for(self, store: object) -> LocalCache | None:
         """The local cache of ``store`` (``None`` without ``use_local_cache``)."""

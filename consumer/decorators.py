@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from consumer._context import Invocation, system_clock
 from consumer._errors import AlreadyProcessed
-from consumer._handlers import is_async, refuse_unrunnable
+from consumer._handlers import GuardedFunction, is_async, refuse_unrunnable
 from consumer._output import FunctionOutput
 from consumer.config import IdempotencyConfig
 from consumer.guard import IdempotencyGuard
@@ -28,7 +28,12 @@ Handler = TypeVar("Handler", bound="Callable[[Any, Any], Any]")
 
 
 def idempotent(
-    *, store: PersistenceLayer, config: IdempotencyConfig | None = None, clock: Clock = system_clock
+    *,
+    store: PersistenceLayer | None = None,
+    config: IdempotencyConfig | None = None,
+    clock: Clock = system_clock,
+    persistence_store: PersistenceLayer | None = None,
+    key_prefix: str | None = None,
 ) -> Callable[[Handler], Handler]:
     """Make a whole Lambda handler idempotent (EventBridge rule targets, direct invocations).
 
@@ -40,6 +45,9 @@ def idempotent(
         store: Where records live.
         config: Key selection and timings.
         clock: Epoch seconds.
+        persistence_store: Powertools' name for ``store`` (an alias: pass one of the two).
+        key_prefix: The prefix of this handler's keys, exactly (``"{key_prefix}#{hash}"``); defaults to
+            ``config.prefix``. Powertools' option of the same name.
 
     An ``async def`` handler stays async: the guard is entered with ``async with`` and the handler awaited
     inside the lock.
@@ -57,12 +65,16 @@ def idempotent(
         >>> handler(event, None), handler(event, None)
         ({'booked': '12A'}, {'booked': '12A'})
     """
+    resolved_store = _one_store(store, persistence_store)
+    _check_prefix(key_prefix)
 
     def decorate(handler: Handler) -> Handler:
         refuse_unrunnable(handler, "@idempotent handler", async_ok=True)
 
         def guard(event: Any, context: LambdaContext | None) -> IdempotencyGuard:
-            return IdempotencyGuard(event, store=store, config=config, context=context, clock=clock)
+            return IdempotencyGuard(
+                event, store=resolved_store, config=config, context=context, clock=clock, key_prefix=key_prefix
+            )
 
         @functools.wraps(handler)
         async def async_wrapper(event: Any, context: LambdaContext | None) -> Any:
@@ -93,6 +105,20 @@ def idempotent(
 # their records (a factory's functions, lambdas), so the second is refused.
 _live_functions: weakref.WeakValueDictionary[str, Callable[..., Any]] = weakref.WeakValueDictionary()
 _live_lock = threading.Lock()
+
+
+def _one_store(store: PersistenceLayer | None, persistence_store: PersistenceLayer | None) -> PersistenceLayer:
+    """The store given as ``store=`` or as ``persistence_store=`` (Powertools' name), never two different ones."""
+    if store is None and persistence_store is None:
+        raise TypeError("pass store= (or persistence_store=, Powertools' name for it): where the records live")
+    if store is not None and persistence_store is not None and store is not persistence_store:
+        raise TypeError("pass store= or persistence_store= (its Powertools name), not two different stores")
+    return store if store is not None else persistence_store  # type: ignore[return-value]  # one is set
+
+
+def _check_prefix(key_prefix: str | None) -> None:
+    if key_prefix is not None and (not isinstance(key_prefix, str) or not key_prefix):
+        raise ValueError(f"key_prefix must be a non-empty string (None for the default), got {key_prefix!r}")
 
 
 def _function_name(function: Callable[..., Any], name: str | None) -> str:
@@ -126,42 +152,54 @@ def _claim(name: str, function: Callable[..., Any]) -> None:
 def idempotent_function(
     *,
     data_keyword_argument: str,
-    store: PersistenceLayer,
+    store: PersistenceLayer | None = None,
     config: IdempotencyConfig | None = None,
     clock: Clock = system_clock,
     name: str | None = None,
     output_serializer: BaseIdempotencySerializer | type[BaseIdempotencyModelSerializer] | None = None,
+    persistence_store: PersistenceLayer | None = None,
+    key_prefix: str | None = None,
 ) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Make any function idempotent on one of its keyword arguments; an ``async def`` stays async.
 
-    The key prefix includes the function's module and qualified name, so two functions given the same
-    data do not share records. A duplicate returns the stored result (see the README's "Guarantees and
+    By default the key prefix includes the function's module and qualified name
+    (``"{config.prefix}.{module}.{qualname}#{hash}"``), so two functions given the same data do not share
+    records. An explicit ``key_prefix`` (here, or ``config.key_prefix``) is the whole prefix, used exactly
+    (``"{key_prefix}#{hash}"``): renaming or moving the function keeps its records, and functions sharing one
+    ``key_prefix`` share records. A duplicate returns the stored result (see the README's "Guarantees and
     limits" for which types replay exactly): a dataclass or a Pydantic model (also ``X | None``, or in a
     list, tuple, set or dict) comes back as itself when the return annotation names it, or through
     ``output_serializer`` (:mod:`consumer.serialization`). The key is selected
     from the argument's plain form (a dataclass's fields, a Pydantic model's ``model_dump()``). The lock
     deadline follows the Lambda context registered with :func:`register_lambda_context` (``@idempotent``
-    and the batch processor register it).
+    and the batch processor register it). Handed to a batch processor as its record handler, the function
+    receives each record by ``data_keyword_argument`` and is run inside its own guard only (see
+    :class:`~consumer.BatchProcessor`).
 
     Args:
         data_keyword_argument: The argument the key is selected from; it must be passed by keyword.
         store: Where records live.
         config: Key selection and timings.
         clock: Epoch seconds.
-        name: What the function's records are filed under; defaults to its module and qualified name. Needed
-            for a lambda, a partial or a callable object, and to tell apart functions one factory makes.
+        name: What the function's records are filed under, after ``config.prefix``; defaults to its module and
+            qualified name. Needed for a lambda, a partial or a callable object, and to tell apart functions one
+            factory makes. Not with an explicit ``key_prefix``, which replaces the whole prefix.
         output_serializer: Turns the result into what is stored and back: a serializer
             (``DataclassSerializer(Order)``, ``CustomDictSerializer(to_dict, from_dict)``), or a model serializer
             class (``PydanticSerializer``), built for the return annotation. ``None``: the one the return
             annotation calls for (:func:`~consumer.serialization.serializer_for`), if any; ``NoOpSerializer()``
             for none.
+        persistence_store: Powertools' name for ``store`` (an alias: pass one of the two).
+        key_prefix: The prefix of the function's keys, exactly; Powertools' option of the same name. Defaults to
+            ``config.key_prefix`` when that is set.
 
     An ``async def`` function is awaited inside the lock (``async with`` the guard), and the decorated
     function is a coroutine function again, so ``await charge(order=...)`` type-checks as before.
 
     Raises:
         TypeError: When decorating a generator or async generator function, a function without a name of its
-            own and no ``name``, or a function whose name another live decorated function already has.
+            own and no ``name`` (or key prefix), or a function whose name another live decorated function already
+            has; when no store (or two different ones) is given; when ``name`` comes with an explicit key prefix.
         IdempotencyModelTypeError: The serializer class declared cannot serialize the return annotation.
         IdempotencyNoSerializationModelError: A serializer class was declared for a function without a return
             annotation.
@@ -177,13 +215,23 @@ def idempotent_function(
         ({'charged': 30}, {'charged': 30}, [7])
     """
     resolved = config or IdempotencyConfig()
+    resolved_store = _one_store(store, persistence_store)
+    _check_prefix(key_prefix)
+    exact_prefix = key_prefix or resolved.key_prefix
+    if exact_prefix is not None and name is not None:
+        msg = f"name={name!r} and key_prefix={exact_prefix!r}: an explicit key prefix is the whole prefix; pass one"
+        raise TypeError(msg)
 
     def decorate(function: Callable[P, R]) -> Callable[P, R]:
         refuse_unrunnable(function, "@idempotent_function", async_ok=True)
-        resolved_name = _function_name(function, name)
         output = FunctionOutput(function, output_serializer)
-        _claim(resolved_name, function)
-        prefix = f"{resolved.prefix}.{resolved_name}"
+        if exact_prefix is None:
+            resolved_name = _function_name(function, name)
+            _claim(resolved_name, function)  # the name is part of the key: two live functions may not share it
+            prefix = f"{resolved.prefix}.{resolved_name}"
+        else:  # the key does not depend on the function's name: those sharing a prefix share records, by design
+            resolved_name = getattr(function, "__qualname__", None) or repr(function)
+            prefix = exact_prefix
 
         def guard(kwargs: dict[str, Any]) -> IdempotencyGuard:
             if data_keyword_argument not in kwargs:
@@ -192,7 +240,12 @@ def idempotent_function(
             data = kwargs[data_keyword_argument]
             serializer = output.serializer()
             return IdempotencyGuard(
-                data, store=store, config=resolved, clock=clock, key_prefix=prefix, output_serializer=serializer
+                data,
+                store=resolved_store,
+                config=resolved,
+                clock=clock,
+                key_prefix=prefix,
+                output_serializer=serializer,
             )
 
         @functools.wraps(function)
@@ -213,6 +266,9 @@ def idempotent_function(
                 return done.response  # type: ignore[no-any-return]
             return g.result  # type: ignore[no-any-return]
 
-        return async_wrapper if is_async(function) else wrapper  # type: ignore[return-value]
+        decorated = async_wrapper if is_async(function) else wrapper
+        own = GuardedFunction(function, data_keyword_argument, resolved_store, resolved, clock, prefix)
+        setattr(decorated, "__idempotent_function__", own)  # noqa: B010 - read by the batch processors
+        return decorated  # type: ignore[return-value]
 
     return decorate

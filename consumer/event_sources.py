@@ -21,12 +21,18 @@ if TYPE_CHECKING:
 
 
 class EventType(str, enum.Enum):
-    """The batch sources the processor reads. ``SQS`` becomes ``SQS_FIFO`` for a ``.fifo`` queue's records."""
+    """The batch sources the processor reads. ``SQS`` becomes ``SQS_FIFO`` for a ``.fifo`` queue's records.
+
+    ``KinesisDataStreams`` and ``DynamoDBStreams`` are Powertools' names, aliases of ``KINESIS`` and
+    ``DYNAMODB_STREAMS`` (the same members: ``EventType.KinesisDataStreams is EventType.KINESIS``).
+    """
 
     SQS = "sqs"
     SQS_FIFO = "sqs_fifo"
     KINESIS = "kinesis"
     DYNAMODB_STREAMS = "dynamodb"
+    KinesisDataStreams = "kinesis"  # noqa: PIE796 - an alias by design: Powertools' name for KINESIS
+    DynamoDBStreams = "dynamodb"  # noqa: PIE796 - Powertools' name for DYNAMODB_STREAMS
 
 
 @dataclass(frozen=True, slots=True)

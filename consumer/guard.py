@@ -8,7 +8,7 @@ import os
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, final
 
 from consumer._async import settle, settled
-from consumer._context import current_lambda_context, system_clock
+from consumer._context import current_lambda_context, enter_key, leave_key, system_clock
 from consumer._errors import (
     AlreadyProcessed,
     IdempotencyAlreadyInProgressError,
@@ -17,6 +17,7 @@ from consumer._errors import (
     NestedReplayError,
 )
 from consumer._output import decode_output, encode_output, unstored, without_response
+from consumer._unguarded import idempotency_disabled, warn_unguarded
 from consumer._unrun import PLAIN_RESULTS, close_unrun, never_ran, unrun_parts
 from consumer.config import IdempotencyConfig
 from consumer.keys import make_key, payload_hash
@@ -32,6 +33,7 @@ from persistence import (
 )
 
 if TYPE_CHECKING:
+    from contextvars import Token
     from types import TracebackType
 
     from consumer._cache import LocalCache
@@ -47,47 +49,9 @@ def _default_config(function_name: str | None) -> IdempotencyConfig:  # noqa: AR
     return IdempotencyConfig()
 
 
-_warned_invocation: list[str | None] = []
-
-
 # Leases of the locks this process holds right now (set operations are atomic under the GIL). Only read
 # to explain a conflict: a guard nested on its own record's key meets its own lock on every delivery.
 _held_leases: set[str] = set()
-_TRUE = frozenset(("1", "true", "yes", "y", "on"))
-_FALSE = frozenset(("", "0", "false", "no", "n", "off"))
-
-
-def idempotency_disabled() -> bool:
-    """Whether ``IDEMPOTENCY_DISABLED`` turns every guard into a pass-through (for users' unit tests).
-
-    Only an explicit true value disables (``1``, ``true``, ``yes``, ``y``, ``on``, any case). A value that is
-    neither true nor false (``disabled``, ``tru``) keeps idempotency on and logs a warning: a typo must not
-    switch off the one protection against double charges.
-    """
-    value = os.environ.get("IDEMPOTENCY_DISABLED", "").strip().lower()
-    if value in _FALSE:
-        return False
-    if value in _TRUE:
-        return True
-    _warn_unrecognised_disabled(value)
-    return False
-
-
-@functools.lru_cache(maxsize=8)
-def _warn_unrecognised_disabled(value: str) -> None:
-    logger.warning(
-        "IDEMPOTENCY_DISABLED=%r is not a true or false value: idempotency stays ON (use 1/true/yes/on to disable)",
-        value,
-    )
-
-
-def _warn_unguarded(context: LambdaContext | None) -> None:
-    # Once per invocation (per process without a context), not once per record.
-    invocation = None if context is None else context.aws_request_id
-    if _warned_invocation and _warned_invocation[0] == invocation:
-        return
-    _warned_invocation[:] = [invocation]
-    logger.warning("no idempotency key selected: running the record(s) unguarded (invocation %s)", invocation)
 
 
 @final
@@ -169,14 +133,16 @@ class IdempotencyGuard:
         self._cache: LocalCache | None = None
         self._validation_hash: str | None = None
         self._astore: AsyncPersistenceLayer | None = None
+        self._key_token: Token[str | None] | None = None
 
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
 
     def _lock_deadline_ms(self, now_ms: int) -> int:
-        if self.context is None:
+        remaining_time = getattr(self.context, "get_remaining_time_in_millis", None)
+        if remaining_time is None:  # no context, or a test's stand-in that knows no deadline
             return now_ms + self.config.lock_timeout_seconds * 1000
-        remaining = self.context.get_remaining_time_in_millis()  # never negative: a lock already expired when taken
+        remaining: int = remaining_time()  # never negative: a lock already expired when taken
         return now_ms + max(0, remaining) + self.config.lock_grace_ms
 
     def __enter__(self) -> IdempotencyGuard:
@@ -199,7 +165,7 @@ class IdempotencyGuard:
             if existing is None and cutover is not None and cutover.is_open(now_ms):  # hook: key free, body next
                 existing = cutover.read_through(self.data, record, self._sync_store(), now_ms)  # consumer/cutover.py
             self._acquired(record, now_ms, existing)
-        return self
+        return self._entered()
 
     async def __aenter__(self) -> IdempotencyGuard:
         """``async with``: the same as ``__enter__``, with the store reached without blocking the event loop.
@@ -214,7 +180,7 @@ class IdempotencyGuard:
         """
         begun = self._begin()
         if begun is None:
-            return self
+            return self._entered()
         record, now_ms = begun
         store = self._async_store()
         if isinstance(store, InlineStore):
@@ -230,7 +196,17 @@ class IdempotencyGuard:
         if existing is None and cutover is not None and cutover.is_open(now_ms):  # hook: key free, body next
             existing = await cutover.aread_through(self.data, record, store, now_ms)  # consumer/cutover.py
         self._acquired(record, now_ms, existing)
+        return self._entered()
+
+    def _entered(self) -> IdempotencyGuard:
+        """The body runs next: its key (``None`` unguarded) is ``current_idempotency_key()`` until ``__exit__``."""
+        self._key_token = enter_key(self.key)
         return self
+
+    def _leave(self) -> None:
+        token, self._key_token = self._key_token, None
+        if token is not None:
+            leave_key(token)
 
     def _sync_store(self) -> PersistenceLayer:
         if is_async_store(self.store):
@@ -252,7 +228,7 @@ class IdempotencyGuard:
             return None
         self.key = make_key(self.data, self.config, self.key_prefix)
         if self.key is None:
-            _warn_unguarded(self.context)
+            warn_unguarded(self.context)
             return None
         self._validation_hash = validation_hash = payload_hash(self.data, self.config)
         now_ms = self._now_ms()
@@ -326,6 +302,7 @@ class IdempotencyGuard:
                 result is not stored and theirs stands.
             PersistenceLayerError: The store failed while committing.
         """
+        self._leave()
         held, complete, failure = self._closing(exc)
         if complete is not None:
             store = self._sync_store()
@@ -358,6 +335,7 @@ class IdempotencyGuard:
         Raises:
             The same as ``__exit__``.
         """
+        self._leave()
         store = self._async_store() if self._held is not None else None
         if store is None or isinstance(store, InlineStore):
             return self.__exit__(exc_type, exc, traceback)  # nothing to await: the sync face, exactly

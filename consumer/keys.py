@@ -132,7 +132,9 @@ def make_key(data: Any, config: IdempotencyConfig, prefix: str | None = None) ->
     """
     if not isinstance(data, (dict, str, list)):  # plain_data's own fast path, without the call per record
         data = plain_data(data)
-    expression = config.key_expression or default_key_expression(data)
+    expression = config.key_expression
+    if expression is None and config.event_key_jmespath is None:  # "" is the whole record, as in Powertools
+        expression = default_key_expression(data)
     selection = data if expression is None else select(expression, data, "event_key_jmespath")
     if is_missing(selection):
         if config.raise_on_no_idempotency_key:

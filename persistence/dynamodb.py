@@ -115,6 +115,12 @@ class DynamoDBPersistenceLayer:
                     self._client = self._create_client()
         return self._client
 
+    @client.setter
+    def client(self, client: DynamoDBClient) -> None:
+        """Use ``client`` from now on (Powertools' tests point ``persistence_layer.client`` at DynamoDB Local)."""
+        with self._client_lock:
+            self._client = client
+
     def _create_client(self) -> DynamoDBClient:
         import boto3  # noqa: PLC0415 - imported on first use to keep cold starts short
         from botocore.config import Config  # noqa: PLC0415

@@ -21,7 +21,7 @@ from events import sqs_event, sqs_record
 from fakes import CountingStore, FakeClock, FakeContext
 from records import NOW_MS, NOW_S
 
-import consumer.guard as guard_module
+import consumer._unguarded as disabled_module
 from consumer import (
     AlreadyProcessed,
     BatchEventError,
@@ -187,7 +187,7 @@ def test_the_disabled_argument_wins_over_the_environment(store, monkeypatch):
 
 def test_an_unset_disabled_variable_is_off_without_a_warning(monkeypatch, caplog):
     monkeypatch.delenv("IDEMPOTENCY_DISABLED", raising=False)
-    guard_module._warn_unrecognised_disabled.cache_clear()  # it warns once per value and process
+    disabled_module._warn_unrecognised_disabled.cache_clear()  # it warns once per value and process
     with caplog.at_level(logging.WARNING, LOGGER):
         assert idempotency_disabled() is False
     assert messages(caplog) == []

@@ -56,9 +56,17 @@ EVERYTHING = textwrap.dedent(
         IdempotencyConfigError,
         IdempotencyError,
         IdempotencyGuard,
+        IdempotencyInconsistentStateError,
+        IdempotencyInvalidStatusError,
+        IdempotencyItemAlreadyExistsError,
+        IdempotencyItemNotFoundError,
         IdempotencyKeyError,
         IdempotencyModelTypeError,
         IdempotencyNoSerializationModelError,
+        IdempotencyPersistenceConfigError,
+        IdempotencyPersistenceConnectionError,
+        IdempotencyPersistenceConsistencyError,
+        IdempotencyPersistenceLayerError,
         IdempotencyValidationError,
         InvalidResultError,
         ItemTooLargeError,
@@ -73,8 +81,10 @@ EVERYTHING = textwrap.dedent(
         ResponseDecodeError,
         ResponseHook,
         SQSRecord,
+        SqsFifoPartialProcessor,
         async_process_partial_response,
         canonical_json,
+        current_idempotency_key,
         current_lambda_context,
         idempotency_disabled,
         idempotent,
@@ -184,7 +194,11 @@ EVERYTHING = textwrap.dedent(
 
 
     def on_sqs(record: SQSRecord, guard: IdempotencyGuard) -> Receipt:
-        return charge(order={"id": len(record.body), "amount": int(guard.key is not None)})
+        key: str | None = current_idempotency_key()
+        return charge(order={"id": len(record.body), "amount": int(guard.key == key)})
+
+
+    fifo = SqsFifoPartialProcessor(skip_group_on_error=True, store=store)
 
 
     def on_kinesis(record: KinesisRecord, *, guard: IdempotencyGuard) -> bytes:
@@ -234,6 +248,14 @@ EVERYTHING = textwrap.dedent(
         except (Fenced, TooLarge, StoreDown, StoreError):
             raise
         except (IdempotencyModelTypeError, IdempotencyNoSerializationModelError):
+            raise
+        except (IdempotencyPersistenceLayerError, IdempotencyPersistenceConnectionError):  # Powertools' names
+            raise
+        except (IdempotencyItemAlreadyExistsError, IdempotencyItemNotFoundError):
+            raise
+        except (IdempotencyInconsistentStateError, IdempotencyInvalidStatusError):
+            raise
+        except (IdempotencyPersistenceConfigError, IdempotencyPersistenceConsistencyError):
             raise
         return guard.result if isinstance(guard.result, Receipt) else None
 

@@ -1,0 +1,31 @@
+"""Docs, testing: the store's client replaced by a MagicMock."""
+
+from dataclasses import dataclass
+from unittest.mock import MagicMock
+
+import app_test_io_operations
+import pytest
+
+
+@pytest.fixture
+def lambda_context():
+    @dataclass
+    class LambdaContext:
+        function_name: str = "test"
+        memory_limit_in_mb: int = 128
+        invoked_function_arn: str = "arn:aws:lambda:eu-west-1:123456789012:function:test"
+        aws_request_id: str = "da658bd3-2d6f-4e7b-8ec2-937234644fdc"
+
+        def get_remaining_time_in_millis(self) -> int:
+            return 5
+
+    return LambdaContext()
+
+
+def test_idempotent_lambda(lambda_context):
+    client = MagicMock()
+    app_test_io_operations.persistence_layer.client = client
+    # As documented: the app defines lambda_handler, the test calls handler.
+    result = app_test_io_operations.handler({"testkey": "testvalue"}, lambda_context)
+    client.put_item.assert_called()
+    assert result
