@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar, cast
 
 from consumer._attribute_values import deserialize_item
+from consumer._record_views import KinesisPayload, StreamRecordView
 from consumer._serde import canonical_json
 
 if TYPE_CHECKING:
@@ -121,6 +122,11 @@ class KinesisRecord:
         """The payload parsed as JSON."""
         return json.loads(self.data)
 
+    @property
+    def kinesis(self) -> KinesisPayload:
+        """Powertools' shape of the payload: ``record.kinesis.data_as_text()`` and the like."""
+        return KinesisPayload(self)
+
     def key_data(self) -> KinesisStreamRecord:
         """The record as idempotency keys see it: its raw event, the same on every delivery."""
         return self.raw
@@ -162,6 +168,11 @@ class DynamoDBStreamRecord:
         """The item before the change, if the stream carries it."""
         image = self.raw["dynamodb"].get("OldImage")
         return None if image is None else deserialize_item(image)
+
+    @property
+    def dynamodb(self) -> StreamRecordView:
+        """Powertools' shape of the change: ``record.dynamodb.new_image`` and the like (plain values)."""
+        return StreamRecordView(self)
 
     def key_data(self) -> DynamodbRecord:
         """The record as idempotency keys see it: its raw event, the same on every delivery."""
