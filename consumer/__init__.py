@@ -8,7 +8,7 @@ Example:
     ...     guard.result = "charged"
 """
 
-from consumer._batch_run import Outcome
+from consumer._batch_run import Item, Outcome
 from consumer._context import Clock, LambdaContext, current_lambda_context, register_lambda_context
 from consumer._errors import (
     AlreadyProcessed,
@@ -36,6 +36,7 @@ from consumer.decorators import idempotent, idempotent_function
 from consumer.event_sources import DynamoDBStreamRecord, EventType, KinesisRecord, SQSRecord
 from consumer.guard import IdempotencyGuard, idempotency_disabled
 from consumer.keys import DEFAULT_KEY_EXPRESSIONS, make_key
+from consumer.metrics import Metrics
 from persistence import IdempotencyError, ItemTooLargeError, LockLostError, PersistenceLayerError
 
 #: The distribution's version. The only place it is written: pyproject.toml reads it from here (setuptools parses
@@ -62,10 +63,12 @@ __all__ = [
     "IdempotencyKeyError",
     "IdempotencyValidationError",
     "InvalidResultError",
+    "Item",
     "ItemTooLargeError",
     "KinesisRecord",
     "LambdaContext",
     "LockLostError",
+    "Metrics",
     "NestedReplayError",
     "Outcome",
     "PartialBatchResponse",

@@ -43,7 +43,19 @@ class Outcome(str, enum.Enum):
 
 @dataclass(slots=True)
 class Item:
-    """One record and what became of it."""
+    """One record of a batch and what became of it (what ``on_outcome`` hooks and ``processor.items`` get).
+
+    Attributes:
+        raw: The record as Lambda delivered it.
+        record: The typed record the handler received.
+        item_id: What ``batchItemFailures`` names.
+        group: Its ordering key (FIFO group, partition key, item key), if any.
+        outcome: What happened to it.
+        error: Why it failed (``None`` for a success, or a record deferred or skipped without running).
+        result: The handler's result, or the replayed response.
+        key: Its idempotency key; ``None`` when it never reached its guard or ran unguarded.
+        release_error: Set when releasing its lock after it failed failed as well.
+    """
 
     raw: Mapping[str, Any]
     record: Record
@@ -52,6 +64,8 @@ class Item:
     outcome: Outcome | None = None
     error: BaseException | None = None
     result: Any = None
+    key: str | None = None
+    release_error: BaseException | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,28 +144,34 @@ class BatchRun:
 
     def _guard(self, item: Item) -> IdempotencyGuard:
         s = self.settings
-        return IdempotencyGuard(
+        guard = IdempotencyGuard(
             item.raw, store=s.store, config=s.config, context=self.context, clock=s.clock, disabled=self._disabled
         )
+        guard._batch_record = (item.item_id, s.event_type.value)  # noqa: SLF001 - the processor logs its outcome
+        return guard
 
     def _run_item(self, item: Item) -> None:
         if self._skipped(item):
             return
+        g = None
         try:
-            with self._guard(item) as g:
+            g = self._guard(item)
+            with g:
                 result = self.handler(item.record) if self.guard_passing == NO_GUARD else self._call(item.record, g)
                 if result is not None or g.result is None:  # a handler may set guard.result and return None
                     g.result = result
             self._succeeded(item, g)
         except Exception as e:  # noqa: BLE001 - any failure of one record is reported, never raised
-            self._failed(item, e)
+            self._failed(item, e, g)
 
     @staticmethod
     def _succeeded(item: Item, guard: IdempotencyGuard) -> None:
-        item.result = guard.result
+        item.result, item.key = guard.result, guard.key
         item.outcome = Outcome.PROCESSED if guard.key is not None else Outcome.UNGUARDED
 
-    def _failed(self, item: Item, error: Exception) -> None:
+    def _failed(self, item: Item, error: Exception, guard: IdempotencyGuard | None) -> None:
+        if guard is not None:
+            item.key, item.release_error = guard.key, guard.release_error
         if isinstance(error, AlreadyProcessed):  # from the record's own guard: a nested one's is a NestedReplayError
             item.outcome, item.result = Outcome.REPLAYED, error.response
         elif isinstance(error, IdempotencyAlreadyInProgressError):

@@ -17,6 +17,7 @@ from consumer._errors import (
     InvalidResultError,
     NestedReplayError,
 )
+from consumer._outcomes_log import log_committed_without_response, log_release_failed, log_unguarded
 from consumer._serde import ResultEncodingError, decode_result, encode_result
 from consumer._unrun import PLAIN_RESULTS, close_unrun, never_ran, unrun_parts
 from consumer.config import IdempotencyConfig
@@ -87,7 +88,7 @@ def _warn_unguarded(context: LambdaContext | None) -> None:
     if _warned_invocation and _warned_invocation[0] == invocation:
         return
     _warned_invocation[:] = [invocation]
-    logger.warning("no idempotency key selected: running the record(s) unguarded (invocation %s)", invocation)
+    log_unguarded(context)
 
 
 @final
@@ -165,6 +166,8 @@ class IdempotencyGuard:
         self._cache: LocalCache | None = None
         self._validation_hash: str | None = None
         self._astore: AsyncPersistenceLayer | None = None
+        # (item identifier, event source) when a batch processor runs this record: it logs the record's outcome.
+        self._batch_record: tuple[str, str] | None = None
 
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -247,7 +250,8 @@ class IdempotencyGuard:
             return None
         self.key = make_key(self.data, self.config, self.key_prefix)
         if self.key is None:
-            _warn_unguarded(self.context)
+            if self._batch_record is None:  # a batch processor logs each unguarded record itself
+                _warn_unguarded(self.context)
             return None
         self._validation_hash = validation_hash = payload_hash(self.data, self.config)
         now_ms = self._now_ms()
@@ -445,12 +449,14 @@ class IdempotencyGuard:
             if unrun:
                 raise self._refuse(unrun, e) from e
             cause = e if isinstance(e, ResultEncodingError) else repr(e)
-            logger.warning("result of %r cannot be stored (%s): committing without it", held.key, cause)
+            message = "result of %r cannot be stored (%s): committing without it"
+            log_committed_without_response(message, held.key, cause, e, self.context, self._batch_record)
             response = None
         return held.completed(response, int(self.clock()) + self.config.expires_after_seconds)
 
     def _without_response(self, complete: IdempotencyRecord, error: ItemTooLargeError) -> IdempotencyRecord:
-        logger.warning("result of %r is too large to store (%s): committing without it", complete.key, error)
+        message = "result of %r is too large to store (%s): committing without it"
+        log_committed_without_response(message, complete.key, error, error, self.context, self._batch_record)
         return dataclasses.replace(complete, response=None)
 
     def _committed(self, complete: IdempotencyRecord) -> None:
@@ -463,6 +469,7 @@ class IdempotencyGuard:
             wrapped = PersistenceLayerError(f"the store failed to release {held.key!r}: {error!r}", key=held.key)
             wrapped.__cause__, error = error, wrapped
         self.release_error = error
-        logger.error("could not release %r after the body raised %r: %s", held.key, exc, error)
+        if self._batch_record is None:  # a batch processor names it on the record's own failure
+            log_release_failed(held.key, exc, error, self.context)
         if exc is not None and hasattr(exc, "add_note"):  # Python 3.11+
             exc.add_note(f"idempotent-consumer: releasing {held.key!r} failed as well: {error!r}")
