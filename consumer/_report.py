@@ -114,7 +114,7 @@ class Reporter:
                 exc_info=e,
             )
             return
-        if hasattr(type(returned), "__await__"):  # a partial of an async def slipped through: never awaited
+        if hasattr(type(returned), "__await__"):  # a plain def returning a coroutine slipped through: never awaited
             close = getattr(returned, "close", None)
             if close is not None:
                 close()

@@ -3,7 +3,6 @@ takes ``face`` runs through BatchProcessor and AsyncBatchProcessor alike (``test
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time

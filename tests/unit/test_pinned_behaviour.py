@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gc
 import hashlib
-import json
 import logging
 import operator
 import re
@@ -455,7 +454,9 @@ def test_a_failed_record_is_logged_with_its_id_error_and_key(store, caplog):
     with caplog.at_level(logging.WARNING, LOGGER):
         process_partial_response(sqs_event(sqs_record("m-1", 1)), _fail, processor)
     key = processor.items[0].key
-    assert messages(caplog, logging.ERROR) == [f"record m-1 failed: ValueError: m-1 (key {key}); reported for redelivery"]
+    assert messages(caplog, logging.ERROR) == [
+        f"record m-1 failed: ValueError: m-1 (key {key}); reported for redelivery"
+    ]
 
 
 def test_deferred_records_are_logged_with_the_margin(store, caplog):
