@@ -349,3 +349,12 @@ def test_the_async_processor_logs_the_same_records(captured, face):
     assert (record.outcome, record.item_identifier, record.lambda_request_id) == ("failed", "m-2", "r-face")
     assert record.exc_info[0] is ValueError
     assert record.idempotency_key == processor.items[1].key is not None
+
+
+def test_under_idempotency_disabled_records_running_unguarded_are_not_logged_one_by_one(captured, monkeypatch):
+    monkeypatch.setenv("IDEMPOTENCY_DISABLED", "1")  # users' unit tests: every record runs unguarded, by request
+    processor = BatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer())
+    process_partial_response(sqs_event(sqs_record("m-1", 1), sqs_record("m-2", 2)), lambda record: "ok", processor)
+    (summary,) = captured.records
+    assert summary.batch_summary["unguarded"] == 2
+    assert summary.levelno == logging.INFO
