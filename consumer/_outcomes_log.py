@@ -104,10 +104,17 @@ def unlogged(what: str, error: BaseException) -> None:
         sys.stderr.write(f"idempotent-consumer: could not write {what[:120]!r}: {error!r}\n")
 
 
+def _text(error: BaseException | None) -> str:
+    """``str(error)``, cut to one readable length; an exception whose ``__str__`` raises is named, not shown."""
+    try:
+        text = str(error)
+    except Exception:  # noqa: BLE001 - an application's exception may fail to print: its line is written anyway
+        return f"<{type(error).__name__} that cannot be printed>"
+    return text if len(text) <= _ERROR_TEXT_SHOWN else text[:_ERROR_TEXT_SHOWN] + "..."
+
+
 def _error_text(error: BaseException) -> str:
-    text = str(error)
-    if len(text) > _ERROR_TEXT_SHOWN:
-        text = text[:_ERROR_TEXT_SHOWN] + "..."
+    text = _text(error)
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
@@ -126,7 +133,7 @@ def log_item(item: Item, event_source: str, context: LambdaContext | None, deadl
     if outcome is Outcome.UNGUARDED:
         name, what = outcome.value, "ran unguarded: no idempotency key selected, so a redelivery runs it again"
     elif outcome is Outcome.IN_PROGRESS:  # the error names the key
-        name, what = outcome.value, f"is in progress in another invocation ({error}); {_REDELIVERED}"
+        name, what = outcome.value, f"is in progress in another invocation ({_text(error)}); {_REDELIVERED}"
     elif outcome is Outcome.DEFERRED:
         name = outcome.value
         what = f"deferred: less than {deadline_margin_ms} ms were left before the Lambda deadline; {_REDELIVERED}"
@@ -134,12 +141,12 @@ def log_item(item: Item, event_source: str, context: LambdaContext | None, deadl
         name, what = outcome.value, f"skipped: an earlier record it must not overtake failed; {_REDELIVERED}"
     elif isinstance(error, LockLostError):  # the error names the key
         name, traceback_of = LOCK_LOST, error
-        what = f"lost its lock to another invocation, so its result was not stored ({error}); {_REDELIVERED}"
+        what = f"lost its lock to another invocation, so its result was not stored ({_text(error)}); {_REDELIVERED}"
     else:
         name, level, traceback_of = Outcome.FAILED.value, logging.ERROR, error
         what = "failed: " + ("not run" if error is None else _error_text(error)) + _with_key(item.key)
         if item.release_error is not None:
-            what += f"; releasing its lock failed too: {item.release_error!r}"
+            what += f"; releasing its lock failed too: {_error_text(item.release_error)}"
         what += f"; {_REDELIVERED}"
     extra = fields(
         name, key=item.key, item_identifier=item.item_id, event_source=event_source, context=context, error=error

@@ -80,7 +80,10 @@ class Reporter:
                 quiet.add(Outcome.UNGUARDED)
             for item in items:
                 if item.outcome not in quiet:
-                    _outcomes_log.log_item(item, source, context, settings.deadline_margin_ms)
+                    try:
+                        _outcomes_log.log_item(item, source, context, settings.deadline_margin_ms)
+                    except Exception as e:  # noqa: BLE001 - a log line is never an outcome
+                        _outcomes_log.unlogged(f"the log record of record {item.item_id}", e)
         _outcomes_log.log_summary(summary, context, any_failed=any_failed)
         if self.metrics is not None:
             self._write_metrics(self.metrics, settings, summary, context)

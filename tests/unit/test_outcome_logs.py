@@ -21,7 +21,14 @@ from fakes import FakeClock, FakeContext
 from lambda_log_format import LambdaJsonFormatter, RequestIdFilter, lambda_text_formatter
 from outcome_batches import EXPECTED, FUNCTION_NAME, PLAIN_SUCCESS, REQUEST_ID, SECRET, run_every_outcome
 
-from consumer import BatchProcessor, EventType, IdempotencyConfig, IdempotencyGuard, process_partial_response
+from consumer import (
+    BatchProcessingError,
+    BatchProcessor,
+    EventType,
+    IdempotencyConfig,
+    IdempotencyGuard,
+    process_partial_response,
+)
 from persistence import InMemoryPersistenceLayer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -314,7 +321,7 @@ def test_a_failed_release_in_a_batch_is_named_on_the_records_own_line(captured):
     process_partial_response(sqs_event(sqs_record("m-1", 1)), declined, processor)
     (record,) = [r for r in captured.records if hasattr(r, "outcome")]  # the guard does not log it a second time
     assert record.outcome == "failed"
-    assert "; releasing its lock failed too: PersistenceLayerError(" in record.getMessage()
+    assert "; releasing its lock failed too: PersistenceLayerError: the store failed to release" in record.getMessage()
     assert processor.items[0].release_error is not None
 
 
@@ -358,3 +365,36 @@ def test_under_idempotency_disabled_records_running_unguarded_are_not_logged_one
     (summary,) = captured.records
     assert summary.batch_summary["unguarded"] == 2
     assert summary.levelno == logging.INFO
+
+
+def test_an_exception_that_cannot_be_printed_is_still_logged_and_its_record_reported(captured):
+    class UnprintableError(Exception):
+        def __str__(self):
+            raise RuntimeError("no text")
+
+    def handler(record):
+        raise UnprintableError
+
+    processor = BatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer(), raise_on_entire_batch_failure=False)
+    response = process_partial_response(sqs_event(sqs_record("m-1", 1)), handler, processor)
+    assert response == {"batchItemFailures": [{"itemIdentifier": "m-1"}]}
+    (record,) = [r for r in captured.records if hasattr(r, "outcome")]
+    assert record.getMessage().startswith(
+        "record m-1 failed: UnprintableError: <UnprintableError that cannot be printed> (key "
+    )
+    assert record.exception_type == "UnprintableError"
+
+
+def test_an_entire_batch_failure_is_logged_measured_and_hooked_before_it_is_raised(captured, capsys):
+    seen = []
+    processor = BatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer(), metrics=True, on_outcome=seen.append)
+
+    def declined(record):
+        raise ValueError("declined")
+
+    with pytest.raises(BatchProcessingError):
+        process_partial_response(sqs_event(sqs_record("m-1", 1), sqs_record("m-2", 2)), declined, processor)
+    assert [r.item_identifier for r in captured.records if hasattr(r, "outcome")] == ["m-1", "m-2"]
+    assert [r.batch_summary["failed"] for r in captured.records if hasattr(r, "batch_summary")] == [2]
+    assert json.loads(capsys.readouterr().out)["Failed"] == 2
+    assert [i.item_id for i in seen] == ["m-1", "m-2"]
