@@ -4,23 +4,24 @@ Every record outcome that is not plain success is one log record whose message s
 line (so it reads well as plain text) and whose ``extra`` fields carry them for JSON formatters (Lambda's
 ``AWS_LAMBDA_LOG_FORMAT=JSON``, Powertools Logger), which put such fields at the top level of the document:
 
-==================== ===============================================================================
-field                value
-==================== ===============================================================================
-``outcome``          ``failed``, ``lock_lost``, ``in_progress``, ``deferred``, ``skipped``, ``unguarded``,
-                     ``committed_without_response``
-``idempotency_key``  the record's key (``None`` when the record never reached its guard, or ran unguarded)
-``item_identifier``  what ``batchItemFailures`` names (``None`` for a guard used on its own)
-``event_source``     the batch's :class:`~consumer.EventType` value (``sqs``, ``sqs_fifo``, ``kinesis``, ...)
+===================== ===============================================================================
+field                 value
+===================== ===============================================================================
+``outcome``           ``failed``, ``lock_lost``, ``in_progress``, ``deferred``, ``skipped``, ``unguarded``,
+                      ``committed_without_response``
+``idempotency_key``   the record's key (``None`` when the record never reached its guard, or ran unguarded)
+``item_identifier``   what ``batchItemFailures`` names (``None`` for a guard used on its own)
+``event_source``      the batch's :class:`~consumer.EventType` value (``sqs``, ``sqs_fifo``, ``kinesis``, ...)
 ``lambda_request_id`` the invocation's ``aws_request_id``
-``exception_type``   the class name of the record's exception, if any
-==================== ===============================================================================
+``exception_type``    the class name of the record's exception (or of why its result was not stored)
+===================== ===============================================================================
 
 A failed record's traceback travels as ``exc_info``. No record's payload is ever logged: only identifiers,
 keys, counts and the exception (whose text is the application's own).
 
 Logging never decides an outcome: every call here swallows what a handler, filter or record factory of the
-application raises (an ``Exception``), after one line on ``stderr``.
+application raises (an ``Exception``), after one line on ``stderr``. Only the guard's own warnings are logged
+while records run (a result committed without its response); the processor logs the rest once the batch ran.
 """
 
 from __future__ import annotations
