@@ -14,7 +14,7 @@ from consumer._shadowing import refuse_shadowed
 refuse_shadowed("persistence")
 # ruff: noqa: E402 - the imports below come after that check on purpose
 
-from consumer._batch_run import Outcome
+from consumer._batch_run import Item, Outcome
 from consumer._context import (
     Clock,
     LambdaContext,
@@ -61,6 +61,7 @@ from consumer.decorators import idempotent, idempotent_function
 from consumer.event_sources import DynamoDBStreamRecord, EventType, KinesisRecord, SQSRecord
 from consumer.guard import IdempotencyGuard
 from consumer.keys import DEFAULT_KEY_EXPRESSIONS, make_key
+from consumer.metrics import Metrics
 from persistence import IdempotencyError, ItemTooLargeError, LockLostError, PersistenceLayerError
 
 #: The distribution's version. The only place it is written: pyproject.toml reads it from here (setuptools parses
@@ -97,10 +98,12 @@ __all__ = [
     "IdempotencyPersistenceLayerError",
     "IdempotencyValidationError",
     "InvalidResultError",
+    "Item",
     "ItemTooLargeError",
     "KinesisRecord",
     "LambdaContext",
     "LockLostError",
+    "Metrics",
     "NestedReplayError",
     "Outcome",
     "PartialBatchResponse",

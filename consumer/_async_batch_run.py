@@ -123,7 +123,7 @@ class AsyncBatchRun(BatchRun):
                     await self._body(item, guard)
             self._succeeded(item, guard)
         except Exception as e:  # noqa: BLE001 - any failure of one record is reported, never raised
-            self._failed(item, e)
+            self._failed(item, e, guard)
         except asyncio.CancelledError as e:
             self._cancelled(item, guard, e)
 
@@ -136,6 +136,7 @@ class AsyncBatchRun(BatchRun):
 
     def _cancelled(self, item: Item, guard: IdempotencyGuard, cancelled: asyncio.CancelledError) -> None:
         """A record's body was cancelled by the deadline timer, or raised ``CancelledError`` itself."""
+        item.key, item.release_error = guard.key, guard.release_error
         task = asyncio.current_task()
         if self._aborting or (task not in self._deadline_cancels and _cancelling(task)):
             raise cancelled  # the invocation is being cancelled (or its loop shut down): not one record's failure

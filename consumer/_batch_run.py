@@ -47,7 +47,19 @@ class Outcome(str, enum.Enum):
 
 @dataclass(slots=True)
 class Item:
-    """One record and what became of it."""
+    """One record of a batch and what became of it (what ``on_outcome`` hooks and ``processor.items`` get).
+
+    Attributes:
+        raw: The record as Lambda delivered it.
+        record: The typed record the handler received.
+        item_id: What ``batchItemFailures`` names.
+        group: Its ordering key (FIFO group, partition key, item key), if any.
+        outcome: What happened to it.
+        error: Why it failed (``None`` for a success, or a record deferred or skipped without running).
+        result: The handler's result, or the replayed response.
+        key: Its idempotency key; ``None`` when it never reached its guard or ran unguarded.
+        release_error: Set when releasing its lock after it failed failed as well.
+    """
 
     raw: Mapping[str, Any]
     record: Record
@@ -56,6 +68,8 @@ class Item:
     outcome: Outcome | None = None
     error: BaseException | None = None
     result: Any = None
+    key: str | None = None
+    release_error: BaseException | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +168,11 @@ class BatchRun:
         return True
 
     def _guard(self, item: Item) -> IdempotencyGuard:
+        guard = self._new_guard(item)
+        guard._batch_record = (item.item_id, self.settings.event_type.value)  # noqa: SLF001 - the processor logs it
+        return guard
+
+    def _new_guard(self, item: Item) -> IdempotencyGuard:
         s, own = self.settings, self._own
         if own is not None:  # the function's own guard: the key it takes when called with the typed record
             return IdempotencyGuard(
@@ -174,21 +193,25 @@ class BatchRun:
     def _run_item(self, item: Item) -> None:
         if self._skipped(item):
             return
+        g = None
         try:
-            with self._guard(item) as g:
+            g = self._guard(item)
+            with g:
                 result = self.handler(item.record) if self.guard_passing == NO_GUARD else self._call(item.record, g)
                 if result is not None or g.result is None:  # a handler may set guard.result and return None
                     g.result = result
             self._succeeded(item, g)
         except Exception as e:  # noqa: BLE001 - any failure of one record is reported, never raised
-            self._failed(item, e)
+            self._failed(item, e, g)
 
     @staticmethod
     def _succeeded(item: Item, guard: IdempotencyGuard) -> None:
-        item.result = guard.result
+        item.result, item.key = guard.result, guard.key
         item.outcome = Outcome.PROCESSED if guard.key is not None else Outcome.UNGUARDED
 
-    def _failed(self, item: Item, error: Exception) -> None:
+    def _failed(self, item: Item, error: Exception, guard: IdempotencyGuard | None) -> None:
+        if guard is not None:
+            item.key, item.release_error = guard.key, guard.release_error
         if isinstance(error, AlreadyProcessed):  # from the record's own guard: a nested one's is a NestedReplayError
             item.outcome, item.result = Outcome.REPLAYED, error.response
         elif isinstance(error, IdempotencyAlreadyInProgressError):

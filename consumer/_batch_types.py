@@ -15,9 +15,11 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from consumer._context import Clock
+    from consumer._report import OutcomeHook
     from consumer.config import IdempotencyConfig
     from consumer.event_sources import DynamoDBStreamRecord, KinesisRecord, SQSRecord
     from consumer.guard import IdempotencyGuard
+    from consumer.metrics import Metrics
 
 Record_contra = TypeVar("Record_contra", bound="SQSRecord | KinesisRecord | DynamoDBStreamRecord", contravariant=True)
 
@@ -46,6 +48,8 @@ class BatchOptions(TypedDict, total=False):
     skip_group_on_error: bool
     raise_on_entire_batch_failure: bool
     clock: Clock
+    on_outcome: OutcomeHook | None
+    metrics: Metrics | bool | None
 
 
 class AsyncBatchOptions(TypedDict, total=False):
@@ -59,6 +63,8 @@ class AsyncBatchOptions(TypedDict, total=False):
     skip_group_on_error: bool
     raise_on_entire_batch_failure: bool
     clock: Clock
+    on_outcome: OutcomeHook | None
+    metrics: Metrics | bool | None
 
 
 __all__ = ["AsyncBatchOptions", "BatchOptions", "KeywordGuardHandler", "RecordHandler", "RecordT"]

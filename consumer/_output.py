@@ -9,11 +9,13 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from consumer._errors import IdempotencyModelTypeError, IdempotencyNoSerializationModelError, ResponseDecodeError
+from consumer._outcomes_log import log_committed_without_response
 from consumer._serde import ResultEncodingError, decode_result, encode_result
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from consumer._context import LambdaContext
     from consumer.serialization import BaseIdempotencyModelSerializer, BaseIdempotencySerializer
     from persistence import IdempotencyRecord, ItemTooLargeError
 
@@ -35,15 +37,25 @@ def encode_output(result: Any, serializer: BaseIdempotencySerializer | None) -> 
     return encode_result(result)
 
 
-def unstored(key: str, error: Exception) -> None:
-    """Log that the result of ``key`` is committed without its response, because of ``error``."""
+def unstored(key: str, error: Exception, context: LambdaContext | None, batch_record: tuple[str, str] | None) -> None:
+    """Log that the result of ``key`` is committed without its response, because of ``error``.
+
+    ``batch_record`` is ``(item identifier, event source)`` when a batch processor runs the record.
+    """
     cause = error if isinstance(error, ResultEncodingError) else repr(error)
-    logger.warning("result of %r cannot be stored (%s): committing without it", key, cause)
+    message = "result of %r cannot be stored (%s): committing without it"
+    log_committed_without_response(message, key, cause, error, context, batch_record)
 
 
-def without_response(complete: IdempotencyRecord, error: ItemTooLargeError) -> IdempotencyRecord:
-    """``complete`` without its response, which is too large for the store (logged)."""
-    logger.warning("result of %r is too large to store (%s): committing without it", complete.key, error)
+def without_response(
+    complete: IdempotencyRecord,
+    error: ItemTooLargeError,
+    context: LambdaContext | None,
+    batch_record: tuple[str, str] | None,
+) -> IdempotencyRecord:
+    """``complete`` without its response, which is too large for the store (logged as :func:`unstored` is)."""
+    message = "result of %r is too large to store (%s): committing without it"
+    log_committed_without_response(message, complete.key, error, error, context, batch_record)
     return dataclasses.replace(complete, response=None)
 
 

@@ -7,6 +7,8 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
+from consumer._outcomes_log import log_unguarded
+
 if TYPE_CHECKING:
     from consumer._context import LambdaContext
 
@@ -66,4 +68,4 @@ def warn_unguarded(context: LambdaContext | None) -> None:
     if _warned_invocation and _warned_invocation[0] == invocation:
         return
     _warned_invocation[:] = [invocation]
-    logger.warning("no idempotency key selected: running the record(s) unguarded (invocation %s)", invocation)
+    log_unguarded(context)

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
     from consumer._batch_types import AsyncBatchOptions, RecordHandler
     from consumer._context import Clock, LambdaContext
+    from consumer._report import OutcomeHook
     from consumer.batch import BatchEvent, PartialBatchResponse
     from consumer.config import IdempotencyConfig
     from consumer.event_sources import (
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
         SQSEventType,
         SQSRecord,
     )
+    from consumer.metrics import Metrics
     from persistence import AsyncPersistenceLayer, PersistenceLayer
 
 
@@ -74,7 +76,7 @@ class AsyncBatchProcessor(_Processor[RecordT]):
         self: AsyncBatchProcessor[SQSRecord],
         event_type: SQSEventType,
         *,
-        store: PersistenceLayer | AsyncPersistenceLayer,
+        store: PersistenceLayer | AsyncPersistenceLayer | None = None,
         **options: Unpack[AsyncBatchOptions],
     ) -> None: ...
     @overload
@@ -82,7 +84,7 @@ class AsyncBatchProcessor(_Processor[RecordT]):
         self: AsyncBatchProcessor[KinesisRecord],
         event_type: KinesisEventType,
         *,
-        store: PersistenceLayer | AsyncPersistenceLayer,
+        store: PersistenceLayer | AsyncPersistenceLayer | None = None,
         **options: Unpack[AsyncBatchOptions],
     ) -> None: ...
     @overload
@@ -90,7 +92,7 @@ class AsyncBatchProcessor(_Processor[RecordT]):
         self: AsyncBatchProcessor[DynamoDBStreamRecord],
         event_type: DynamoDBStreamsEventType,
         *,
-        store: PersistenceLayer | AsyncPersistenceLayer,
+        store: PersistenceLayer | AsyncPersistenceLayer | None = None,
         **options: Unpack[AsyncBatchOptions],
     ) -> None: ...
     @overload
@@ -98,7 +100,7 @@ class AsyncBatchProcessor(_Processor[RecordT]):
         self: AsyncBatchProcessor[Record],
         event_type: EventType,
         *,
-        store: PersistenceLayer | AsyncPersistenceLayer,
+        store: PersistenceLayer | AsyncPersistenceLayer | None = None,
         **options: Unpack[AsyncBatchOptions],
     ) -> None: ...
     def __init__(
@@ -114,6 +116,8 @@ class AsyncBatchProcessor(_Processor[RecordT]):
         skip_group_on_error: bool = False,
         raise_on_entire_batch_failure: bool = True,
         clock: Clock = system_clock,
+        on_outcome: OutcomeHook | None = None,
+        metrics: Metrics | bool | None = None,
     ) -> None:
         """Configure the processor; reuse it across invocations.
 
@@ -132,7 +136,13 @@ class AsyncBatchProcessor(_Processor[RecordT]):
             skip_group_on_error: SQS FIFO: after a failure, fail only the rest of that message group
                 (default: the rest of the batch).
             raise_on_entire_batch_failure: Raise ``BatchProcessingError`` when every record failed.
-            clock: Epoch seconds.
+            clock: Epoch seconds (also the metrics' timestamp).
+            on_outcome: Called once per record, as in :class:`~consumer.BatchProcessor`: a plain function, called on
+                the event loop (keep it quick), never awaited.
+            metrics: CloudWatch EMF metrics, as in :class:`~consumer.BatchProcessor`.
+
+        Raises:
+            TypeError: ``on_outcome`` is not a plain function, or ``metrics`` is not one of its forms.
         """
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency}")
@@ -146,6 +156,8 @@ class AsyncBatchProcessor(_Processor[RecordT]):
             skip_group_on_error=skip_group_on_error,
             raise_on_entire_batch_failure=raise_on_entire_batch_failure,
             clock=clock,
+            on_outcome=on_outcome,
+            metrics=metrics,
         )
         self.cancel_at_deadline = cancel_at_deadline
         self._store_reserved = False
@@ -178,7 +190,7 @@ class AsyncBatchProcessor(_Processor[RecordT]):
         run.cancel_at_deadline = self.cancel_at_deadline
         with Invocation(context):
             await run.arun()
-        return self._finish(settings.event_type, items, started)
+        return self._finish(settings, items, started, context)
 
 
 async def async_process_partial_response(

@@ -5,18 +5,18 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import functools
-import json
 import logging
 import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypedDict, overload
 
 from consumer._batch_run import BatchRun, Item, Outcome, RunSettings
 from consumer._context import Invocation, system_clock
 from consumer._handlers import LAMBDA_CONTEXT, OWN, handler_shape
+from consumer._report import Reporter, check_hook
 from consumer.event_sources import (
     EventType,
     RecordT,
@@ -25,7 +25,8 @@ from consumer.event_sources import (
     parse_record,
     resolve_event_type,
 )
-from persistence import IdempotencyError, is_async_store
+from consumer.metrics import resolve
+from persistence import IdempotencyError, LockLostError, is_async_store
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 
     from consumer._batch_types import BatchOptions, RecordHandler
     from consumer._context import Clock, LambdaContext
+    from consumer._report import OutcomeHook
     from consumer.config import IdempotencyConfig
     from consumer.event_sources import (
         DynamoDBStreamRecord,
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
         SQSEventType,
         SQSRecord,
     )
+    from consumer.metrics import Metrics
     from persistence import AsyncPersistenceLayer, PersistenceLayer
 
 
@@ -103,6 +106,7 @@ class BatchSummary:
     skipped: int
     deferred: int
     duration_ms: float
+    lock_lost: int = 0  # of the failed: their commit was refused, another invocation took the record over
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +130,8 @@ class _Processor(Generic[RecordT]):
         skip_group_on_error: bool,
         raise_on_entire_batch_failure: bool,
         clock: Clock,
+        on_outcome: OutcomeHook | None,
+        metrics: Metrics | bool | None,
     ) -> None:
         if deadline_margin_ms < 0:
             raise ValueError(f"deadline_margin_ms must not be negative, got {deadline_margin_ms}")
@@ -141,6 +147,7 @@ class _Processor(Generic[RecordT]):
             stop_on_first_failure,
             skip_group_on_error,
         )
+        self._reporter = Reporter(check_hook(on_outcome), resolve(metrics))
         self._last: contextvars.ContextVar[_Batch | None] = contextvars.ContextVar(
             f"idempotent_consumer_batch_{id(self)}"
         )
@@ -203,32 +210,19 @@ class _Processor(Generic[RecordT]):
         settings = dataclasses.replace(self._settings, event_type=event_type)
         return settings, record_handler, shape.guard_passing, items
 
-    def _finish(self, event_type: EventType, items: list[Item], started: float) -> PartialBatchResponse:
-        """Build the partial batch response, keep and log the summary, raise if every record failed."""
+    def _finish(
+        self, settings: RunSettings, items: list[Item], started: float, context: LambdaContext | None
+    ) -> PartialBatchResponse:
+        """Build the partial batch response, keep and report the summary, raise if every record failed."""
         failures = [i for i in items if i.outcome is None or not i.outcome.succeeded]
         response: PartialBatchResponse = {"batchItemFailures": [{"itemIdentifier": i.item_id} for i in failures]}
-        summary = _summarize(event_type, items, (time.perf_counter() - started) * 1000)
+        summary = _summarize(settings.event_type, items, (time.perf_counter() - started) * 1000)
         self._keep(_Batch(items, summary))
-        self._log(summary, failures)
+        self._reporter.report(settings, items, summary, context, any_failed=bool(failures))  # logs, metrics, hook
         if failures and len(failures) == len(items) and self.raise_on_entire_batch_failure:
             errors = [(i.item_id, i.error or RuntimeError(f"not run: {i.outcome}")) for i in failures]
             raise BatchProcessingError(errors, response)
         return response
-
-    def _log(self, summary: BatchSummary, failures: list[Item]) -> None:
-        if not logger.isEnabledFor(logging.WARNING):
-            return
-        for item in failures:
-            if item.error is not None:
-                logger.warning("record %s failed: %r", item.item_id, item.error)
-        if summary.deferred:
-            logger.warning(
-                "deferred %d records: less than %d ms left before the Lambda deadline",
-                summary.deferred,
-                self._settings.deadline_margin_ms,
-            )
-        if logger.isEnabledFor(logging.INFO):
-            logger.info(json.dumps({"message": "batch processed", **asdict(summary)}))
 
 
 class BatchProcessor(_Processor[RecordT]):
@@ -268,7 +262,7 @@ class BatchProcessor(_Processor[RecordT]):
         self: BatchProcessor[SQSRecord],
         event_type: SQSEventType,
         *,
-        store: PersistenceLayer,
+        store: PersistenceLayer | None = None,
         **options: Unpack[BatchOptions],
     ) -> None: ...
     @overload
@@ -276,7 +270,7 @@ class BatchProcessor(_Processor[RecordT]):
         self: BatchProcessor[KinesisRecord],
         event_type: KinesisEventType,
         *,
-        store: PersistenceLayer,
+        store: PersistenceLayer | None = None,
         **options: Unpack[BatchOptions],
     ) -> None: ...
     @overload
@@ -284,12 +278,16 @@ class BatchProcessor(_Processor[RecordT]):
         self: BatchProcessor[DynamoDBStreamRecord],
         event_type: DynamoDBStreamsEventType,
         *,
-        store: PersistenceLayer,
+        store: PersistenceLayer | None = None,
         **options: Unpack[BatchOptions],
     ) -> None: ...
     @overload
     def __init__(
-        self: BatchProcessor[Record], event_type: EventType, *, store: PersistenceLayer, **options: Unpack[BatchOptions]
+        self: BatchProcessor[Record],
+        event_type: EventType,
+        *,
+        store: PersistenceLayer | None = None,
+        **options: Unpack[BatchOptions],
     ) -> None: ...
     def __init__(
         self,
@@ -303,6 +301,8 @@ class BatchProcessor(_Processor[RecordT]):
         skip_group_on_error: bool = False,
         raise_on_entire_batch_failure: bool = True,
         clock: Clock = system_clock,
+        on_outcome: OutcomeHook | None = None,
+        metrics: Metrics | bool | None = None,
     ) -> None:
         """Configure the processor; reuse it across invocations.
 
@@ -319,7 +319,15 @@ class BatchProcessor(_Processor[RecordT]):
             skip_group_on_error: SQS FIFO: after a failure, fail only the rest of that message group
                 (default: the rest of the batch).
             raise_on_entire_batch_failure: Raise ``BatchProcessingError`` when every record failed.
-            clock: Epoch seconds.
+            clock: Epoch seconds (also the metrics' timestamp).
+            on_outcome: Called once per record, in batch order, with its :class:`~consumer.Item` (outcome, error,
+                key), after every record ran and before the response is returned. What it raises is logged and
+                changes no outcome; a ``BaseException`` (``KeyboardInterrupt``) fails the invocation.
+            metrics: CloudWatch EMF metrics, one JSON line on stdout per invocation (:mod:`consumer.metrics`):
+                ``True`` or a :class:`~consumer.Metrics`; ``None`` reads ``IDEMPOTENCY_METRICS``; ``False`` is off.
+
+        Raises:
+            TypeError: ``on_outcome`` is not a plain function, or ``metrics`` is not one of its forms.
         """
         if max_workers < 1:
             raise ValueError(f"max_workers must be at least 1, got {max_workers}")
@@ -335,6 +343,8 @@ class BatchProcessor(_Processor[RecordT]):
             skip_group_on_error=skip_group_on_error,
             raise_on_entire_batch_failure=raise_on_entire_batch_failure,
             clock=clock,
+            on_outcome=on_outcome,
+            metrics=metrics,
         )
         self._pool: ThreadPoolExecutor | None = None  # made on first use, kept for warm invocations
         self._pool_lock = threading.Lock()
@@ -353,7 +363,7 @@ class BatchProcessor(_Processor[RecordT]):
         settings, handler, guard_passing, items = self._start(event, record_handler, context, async_ok=False)
         with Invocation(context):
             BatchRun(settings, handler, guard_passing, context, items, self._workers()).run()
-        return self._finish(settings.event_type, items, started)
+        return self._finish(settings, items, started, context)
 
     def _workers(self) -> ThreadPoolExecutor | None:
         if self._settings.max_workers > 1 and self._pool is None:
@@ -385,10 +395,14 @@ class SqsFifoPartialProcessor(BatchProcessor["SQSRecord"]):
 
 def _summarize(event_type: EventType, items: list[Item], duration_ms: float) -> BatchSummary:
     counts = Counter(item.outcome for item in items)
+    lost = 0
+    if counts[Outcome.FAILED]:
+        lost = sum(1 for i in items if i.outcome is Outcome.FAILED and isinstance(i.error, LockLostError))
     return BatchSummary(
         event_type=event_type.value,
         records=len(items),
         duration_ms=round(duration_ms, 3),
+        lock_lost=lost,
         **{outcome.value: counts[outcome] for outcome in Outcome},
     )
 

@@ -16,6 +16,7 @@ from consumer._errors import (
     InvalidResultError,
     NestedReplayError,
 )
+from consumer._outcomes_log import log_release_failed
 from consumer._output import decode_output, encode_output, unstored, without_response
 from consumer._unguarded import idempotency_disabled, warn_unguarded
 from consumer._unrun import PLAIN_RESULTS, close_unrun, never_ran, unrun_parts
@@ -134,6 +135,8 @@ class IdempotencyGuard:
         self._validation_hash: str | None = None
         self._astore: AsyncPersistenceLayer | None = None
         self._key_token: Token[str | None] | None = None
+        # (item identifier, event source) when a batch processor runs this record: it logs the record's outcome.
+        self._batch_record: tuple[str, str] | None = None
 
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -228,7 +231,8 @@ class IdempotencyGuard:
             return None
         self.key = make_key(self.data, self.config, self.key_prefix)
         if self.key is None:
-            warn_unguarded(self.context)
+            if self._batch_record is None:  # a batch processor logs each unguarded record itself
+                warn_unguarded(self.context)
             return None
         self._validation_hash = validation_hash = payload_hash(self.data, self.config)
         now_ms = self._now_ms()
@@ -309,7 +313,7 @@ class IdempotencyGuard:
             try:
                 store.complete(complete)
             except ItemTooLargeError as e:
-                complete = without_response(complete, e)
+                complete = without_response(complete, e, self.context, self._batch_record)
                 store.complete(complete)
             self._committed(complete)
             return False
@@ -355,7 +359,7 @@ class IdempotencyGuard:
         done, cancelled = await settle(store.complete(complete))
         error = None if done.cancelled() else done.exception()
         if isinstance(error, ItemTooLargeError):
-            complete = without_response(complete, error)
+            complete = without_response(complete, error, self.context, self._batch_record)
             done, again = await settle(store.complete(complete))
             cancelled = cancelled or again
             error = None if done.cancelled() else done.exception()
@@ -427,7 +431,7 @@ class IdempotencyGuard:
             unrun = unrun_parts(self.result)
             if unrun:
                 raise self._refuse(unrun, e) from e
-            unstored(held.key, e)
+            unstored(held.key, e, self.context, self._batch_record)
             response = None
         return held.completed(response, int(self.clock()) + self.config.expires_after_seconds)
 
@@ -441,6 +445,7 @@ class IdempotencyGuard:
             wrapped = PersistenceLayerError(f"the store failed to release {held.key!r}: {error!r}", key=held.key)
             wrapped.__cause__, error = error, wrapped
         self.release_error = error
-        logger.error("could not release %r after the body raised %r: %s", held.key, exc, error)
+        if self._batch_record is None:  # a batch processor names it on the record's own failure
+            log_release_failed(held.key, exc, error, self.context)
         if exc is not None and hasattr(exc, "add_note"):  # Python 3.11+
             exc.add_note(f"idempotent-consumer: releasing {held.key!r} failed as well: {error!r}")

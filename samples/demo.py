@@ -47,7 +47,7 @@ def _deliver(number: int, event: Any, sample: ModuleType, context_factory: Calla
 def main() -> None:
     """Tell the story."""
     _setup()
-    logging.getLogger("idempotent_consumer").setLevel(logging.ERROR)  # the story below says what failed
+    logging.getLogger("idempotent_consumer").setLevel(logging.CRITICAL)  # the story below says what failed
     from consumer.local_context import LocalContext  # noqa: PLC0415 - after the store URL is set
     from samples import sqs_orders  # noqa: PLC0415
 

@@ -21,6 +21,8 @@ for _name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID", "AWS_SECR
 os.environ.update(AWS_DEFAULT_REGION="us-east-1", AWS_ACCESS_KEY_ID="local", AWS_SECRET_ACCESS_KEY="local")
 os.environ.pop("AWS_LAMBDA_FUNCTION_NAME", None)
 os.environ.pop("IDEMPOTENCY_DISABLED", None)
+os.environ.pop("IDEMPOTENCY_METRICS", None)  # metrics go to stdout only where a test asks for them
+os.environ.pop("IDEMPOTENCY_METRICS_NAMESPACE", None)
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gc
 import hashlib
-import json
 import logging
 import operator
 import re
@@ -450,18 +449,23 @@ def test_the_summary_duration_is_the_call_in_milliseconds_rounded_to_microsecond
     assert processor.summary.duration_ms == 12.346
 
 
-def test_a_failed_record_is_logged_with_its_id_and_error(store, caplog):
+def test_a_failed_record_is_logged_with_its_id_error_and_key(store, caplog):
     processor = BatchProcessor(EventType.SQS, store=store, raise_on_entire_batch_failure=False)
     with caplog.at_level(logging.WARNING, LOGGER):
         process_partial_response(sqs_event(sqs_record("m-1", 1)), _fail, processor)
-    assert messages(caplog) == ["record m-1 failed: ValueError('m-1')"]
+    key = processor.items[0].key
+    assert messages(caplog, logging.ERROR) == [
+        f"record m-1 failed: ValueError: m-1 (key {key}); reported for redelivery"
+    ]
 
 
 def test_deferred_records_are_logged_with_the_margin(store, caplog):
     processor = BatchProcessor(EventType.SQS, store=store, deadline_margin_ms=1500, raise_on_entire_batch_failure=False)
     with caplog.at_level(logging.WARNING, LOGGER):
         process_partial_response(sqs_event(sqs_record("m-1", 1)), lambda r: None, processor, FakeContext(1000))
-    assert messages(caplog) == ["deferred 1 records: less than 1500 ms left before the Lambda deadline"]
+    assert messages(caplog)[0] == (
+        "record m-1 deferred: less than 1500 ms were left before the Lambda deadline; reported for redelivery"
+    )
 
 
 def test_the_summary_log_line_is_a_batch_processed_message(store, caplog):
@@ -469,7 +473,7 @@ def test_the_summary_log_line_is_a_batch_processed_message(store, caplog):
     with caplog.at_level(logging.INFO, LOGGER):
         process_partial_response(sqs_event(sqs_record("m-1", 1)), lambda r: None, processor)
     (line,) = messages(caplog, logging.INFO)
-    assert json.loads(line)["message"] == "batch processed"
+    assert re.fullmatch(r"batch processed: 1 sqs record: 1 processed \(\d+\.\d ms\)", line)
 
 
 def test_max_workers_records_run_at_once_on_named_worker_threads(store):

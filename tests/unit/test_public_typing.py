@@ -69,10 +69,12 @@ EVERYTHING = textwrap.dedent(
         IdempotencyPersistenceLayerError,
         IdempotencyValidationError,
         InvalidResultError,
+        Item,
         ItemTooLargeError,
         KinesisRecord,
         LambdaContext,
         LockLostError,
+        Metrics,
         NestedReplayError,
         Outcome,
         PartialBatchResponse,
@@ -199,6 +201,13 @@ EVERYTHING = textwrap.dedent(
 
 
     fifo = SqsFifoPartialProcessor(skip_group_on_error=True, store=store)
+
+
+    def seen(item: Item) -> None:
+        print(item.outcome, item.key)
+
+
+    observed = BatchProcessor(EventType.SQS, store=store, metrics=Metrics(namespace="Orders"), on_outcome=seen)
 
 
     def on_kinesis(record: KinesisRecord, *, guard: IdempotencyGuard) -> bytes:

@@ -14,6 +14,8 @@ import pytest
 from cfnlint.decode import cfn_yaml
 from samtranslator.translator.transform import transform
 
+from consumer import EventType
+from consumer.metrics import DIMENSIONS, METRICS, Metrics
 from persistence import AttributeNames
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -105,3 +107,23 @@ def test_streams_bisect_retry_and_keep_what_fails(template):
         assert props["BisectBatchOnFunctionError"] is True, name
         assert props["MaximumRetryAttempts"] > 0, name
         assert props["DestinationConfig"]["OnFailure"]["Destination"]["Fn::GetAtt"][0] in resources, name
+
+
+SOURCES = {"SQS": EventType.SQS.value, "Kinesis": EventType.KINESIS.value, "DynamoDB": EventType.DYNAMODB_STREAMS.value}
+
+
+def test_the_alarms_watch_metrics_the_functions_write(template):
+    alarms = {n: r["Properties"] for n, r in template["Resources"].items() if r["Type"] == "AWS::CloudWatch::Alarm"}
+    assert {a["MetricName"] for a in alarms.values()} >= {"InProgress", "LockLost"}  # stuck records, lost locks
+    metrics = Metrics.from_environment(template["Globals"]["Function"]["Environment"]["Variables"])
+    assert metrics is not None  # every function writes its EMF document
+    for name, alarm in alarms.items():
+        assert alarm["Namespace"] == metrics.namespace, name
+        assert alarm["MetricName"] in METRICS, name
+        dimensions = {d["Name"]: d["Value"] for d in alarm["Dimensions"]}
+        assert tuple(dimensions) == DIMENSIONS, name
+        function = template["Resources"][dimensions["FunctionName"]["Ref"]]  # the deployed function's name
+        (event,) = function["Properties"]["Events"].values()
+        assert dimensions["EventSource"] == SOURCES[event["Type"]], name
+        assert alarm["Statistic"] == "Sum", name
+        assert alarm["TreatMissingData"] == "notBreaching", name  # a quiet queue is not an alarm
