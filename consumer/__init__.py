@@ -8,6 +8,9 @@ Example:
     ...     guard.result = "charged"
 """
 
+from importlib import import_module
+from typing import TYPE_CHECKING
+
 from consumer._shadowing import refuse_shadowed
 
 # Before anything below imports persistence: a user's own persistence.py would run in its place.
@@ -44,7 +47,6 @@ from consumer._errors import (
 )
 from consumer._serde import canonical_json
 from consumer._unguarded import idempotency_disabled
-from consumer.async_batch import AsyncBatchProcessor, async_process_partial_response
 from consumer.batch import (
     BatchEvent,
     BatchEventError,
@@ -56,13 +58,40 @@ from consumer.batch import (
     process_partial_response,
 )
 from consumer.config import IdempotencyConfig, ResponseHook
-from consumer.cutover import PowertoolsCutover
 from consumer.decorators import idempotent, idempotent_function
 from consumer.event_sources import DynamoDBStreamRecord, EventType, KinesisRecord, SQSRecord
 from consumer.guard import IdempotencyGuard
 from consumer.keys import DEFAULT_KEY_EXPRESSIONS, make_key
 from consumer.metrics import Metrics
 from persistence import IdempotencyError, ItemTooLargeError, LockLostError, PersistenceLayerError
+
+if TYPE_CHECKING:
+    from consumer.async_batch import AsyncBatchProcessor, async_process_partial_response
+    from consumer.cutover import PowertoolsCutover
+
+#: Public names whose modules are imported when a name is first used, not with the package (PEP 562): a sync
+#: function's cold start does not pay for the async processor, nor for the Powertools cut-over.
+_IMPORTED_ON_FIRST_USE = {
+    "AsyncBatchProcessor": "consumer.async_batch",
+    "async_process_partial_response": "consumer.async_batch",
+    "PowertoolsCutover": "consumer.cutover",
+}
+
+
+def __getattr__(name: str) -> object:
+    """Import the module of a public name listed in ``_IMPORTED_ON_FIRST_USE`` and return the name."""
+    module = _IMPORTED_ON_FIRST_USE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value  # later uses find it without coming here
+    return value
+
+
+def __dir__() -> list[str]:
+    """The module's names, those imported on first use included."""
+    return sorted({*globals(), *_IMPORTED_ON_FIRST_USE})
+
 
 #: The distribution's version. The only place it is written: pyproject.toml reads it from here (setuptools parses
 #: this line without importing the package), so ``importlib.metadata.version("idempotent-consumer")`` agrees.

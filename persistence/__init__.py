@@ -5,6 +5,8 @@
 """
 
 import sys
+from importlib import import_module
+from typing import TYPE_CHECKING
 
 # Imported on its own, not by consumer/__init__.py (which has checked this package), check that `consumer` is ours:
 # a user's own consumer.py that imports persistence is refused here, by a message that names it.
@@ -32,8 +34,35 @@ from persistence._errors import (
 from persistence._record import IdempotencyRecord, RecordStatus, new_lease
 from persistence.dynamodb import DynamoDBPersistenceLayer
 from persistence.memory import InMemoryPersistenceLayer
-from persistence.sqlite import SQLitePersistenceLayer
-from persistence.urls import DEFAULT_STORE_URL, STORE_URL_VARIABLE, store_from_url
+
+if TYPE_CHECKING:
+    from persistence.sqlite import SQLitePersistenceLayer
+    from persistence.urls import DEFAULT_STORE_URL, STORE_URL_VARIABLE, store_from_url
+
+#: Public names whose modules are imported when a name is first used, not with the package (PEP 562): a
+#: function on DynamoDB never pays for the SQLite store and ``sqlite3`` in its cold start.
+_IMPORTED_ON_FIRST_USE = {
+    "SQLitePersistenceLayer": "persistence.sqlite",
+    "DEFAULT_STORE_URL": "persistence.urls",
+    "STORE_URL_VARIABLE": "persistence.urls",
+    "store_from_url": "persistence.urls",
+}
+
+
+def __getattr__(name: str) -> object:
+    """Import the module of a public name listed in ``_IMPORTED_ON_FIRST_USE`` and return the name."""
+    module = _IMPORTED_ON_FIRST_USE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value  # later uses find it without coming here
+    return value
+
+
+def __dir__() -> list[str]:
+    """The module's names, those imported on first use included."""
+    return sorted({*globals(), *_IMPORTED_ON_FIRST_USE})
+
 
 __all__ = [
     "DEFAULT_STORE_THREADS",

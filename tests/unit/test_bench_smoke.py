@@ -69,3 +69,18 @@ def test_bench_smoke_run_measures_the_redis_rows(smoke_run):
     for row in timed:
         assert row["ours"] > 0
         assert row["powertools"] > 0
+
+
+def test_bench_smoke_run_measures_cold_start_end_to_end(smoke_run):
+    _, rows = smoke_run
+    cold = [row for name, row in rows.items() if name.startswith("cold start end to end")]
+    assert len(cold) == 3
+    times, ratios, spread = cold
+    # Whole processes (an interpreter, boto3, two DynamoDB requests): never under a few milliseconds.
+    assert times["ours"] > 10
+    assert times["powertools"] > 10
+    assert ratios["ours"] > 0
+    assert ratios["powertools"] > 0
+    assert ratios["target"] == "<= 1.05x"
+    assert "-" in spread["ours"]
+    assert any(name.startswith("cold start, import only") for name in rows)
