@@ -33,6 +33,8 @@ from consumer._typed import holds_models, is_dataclass_type, is_model_type, opti
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from typing_extensions import Self  # typing.Self is 3.11+
+
 __all__ = [
     "BaseIdempotencyModelSerializer",
     "BaseIdempotencySerializer",
@@ -124,7 +126,30 @@ class CustomDictSerializer(BaseIdempotencySerializer):
         return self._from_dict(data)
 
 
-class DataclassSerializer(BaseIdempotencyModelSerializer):
+class _OneModel(BaseIdempotencyModelSerializer):
+    """What the dataclass and the Pydantic serializers share: ``model``, stored as plain values, rebuilt from them."""
+
+    model: type[Any]
+
+    def to_dict(self, data: Any) -> dict[str, Any]:
+        """The instance as plain values: its fields, nested dataclasses and models as dicts (JSON-ready)."""
+        return plain(data)  # type: ignore[no-any-return]  # a dict for an instance of the model
+
+    def from_dict(self, data: dict[str, Any]) -> Any:
+        """The instance rebuilt from its stored dict (a model is validated)."""
+        return rebuild(self.model, data)
+
+    @classmethod
+    def instantiate(cls, model_type: Any) -> Self:
+        """A serializer for ``model_type`` (or ``model_type | None``)."""
+        return cls(_model_of(model_type))  # type: ignore[call-arg]  # each subclass takes the model
+
+    def __repr__(self) -> str:
+        """``DataclassSerializer(Model)``, ``PydanticSerializer(Model)``."""
+        return f"{type(self).__name__}({self.model.__qualname__})"
+
+
+class DataclassSerializer(_OneModel):
     """Replays a dataclass as itself: nested dataclasses (in fields, lists, tuples, sets, dict values, ``X | None``)
     and Pydantic models in its fields too.
 
@@ -144,25 +169,8 @@ class DataclassSerializer(BaseIdempotencyModelSerializer):
             raise IdempotencyModelTypeError(f"DataclassSerializer needs a dataclass, not {model!r}")
         self.model = model
 
-    def to_dict(self, data: Any) -> dict[str, Any]:
-        """The fields of ``data``, nested dataclasses and models as dicts (as :func:`dataclasses.asdict`)."""
-        return plain(data)  # type: ignore[no-any-return]  # a dict for an instance of the model
 
-    def from_dict(self, data: dict[str, Any]) -> Any:
-        """The dataclass rebuilt from its stored fields."""
-        return rebuild(self.model, data)
-
-    @classmethod
-    def instantiate(cls, model_type: Any) -> DataclassSerializer:
-        """A serializer for the dataclass ``model_type`` (or ``model_type | None``)."""
-        return cls(_model_of(model_type))
-
-    def __repr__(self) -> str:
-        """``DataclassSerializer(Model)``."""
-        return f"{type(self).__name__}({self.model.__qualname__})"
-
-
-class PydanticSerializer(BaseIdempotencyModelSerializer):
+class PydanticSerializer(_OneModel):
     """Replays a Pydantic v2 model as itself: stored as ``model_dump(mode="json")``, read back with validation.
 
     A stored dict that no longer validates fails the replay with :class:`~consumer.ResponseDecodeError`.
@@ -178,23 +186,6 @@ class PydanticSerializer(BaseIdempotencyModelSerializer):
         if not is_model_type(model):
             raise IdempotencyModelTypeError(f"PydanticSerializer needs a pydantic.BaseModel subclass, not {model!r}")
         self.model = model
-
-    def to_dict(self, data: Any) -> dict[str, Any]:
-        """``data.model_dump(mode="json")``."""
-        return plain(data)  # type: ignore[no-any-return]  # a dict for an instance of the model
-
-    def from_dict(self, data: dict[str, Any]) -> Any:
-        """The model validated from its stored dict."""
-        return rebuild(self.model, data)
-
-    @classmethod
-    def instantiate(cls, model_type: Any) -> PydanticSerializer:
-        """A serializer for the model ``model_type`` (or ``model_type | None``)."""
-        return cls(_model_of(model_type))
-
-    def __repr__(self) -> str:
-        """``PydanticSerializer(Model)``."""
-        return f"{type(self).__name__}({self.model.__qualname__})"
 
 
 class _TypeSerializer(BaseIdempotencySerializer):
