@@ -28,6 +28,8 @@ $(DDB_LOCAL_DIR)/.installed:
 $(BENCH_VENV)/.installed: pyproject.toml bench/requirements.txt
 	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e . -r bench/requirements.txt
+	# The cold-start venv (bench/.cold-venv), made here where the registry is reachable: make test runs offline.
+	$(BENCH_VENV)/bin/python -c "import sys; sys.path.insert(0, 'bench'); import cold_start; cold_start.prepare()"
 	touch $@
 
 # Side by side with Powertools; exits non-zero when a target is missed. Not part of make test (a smoke

@@ -13,6 +13,7 @@ from faces import FACES
 from redis_server import ValkeyCluster, ValkeyServer, start_cluster, start_standalone
 from stores import StoreFactory, close_built_stores
 
+from consumer import _context
 from persistence import DynamoDBPersistenceLayer
 
 # No test may reach real AWS, whatever the developer's environment holds.
@@ -118,3 +119,13 @@ def counted(ddb_server) -> tuple[Any, list[str]]:
 def face(request: pytest.FixtureRequest) -> Any:
     """The sync or the async API (``tests/faces.py``): a test that takes it proves both."""
     return request.param
+
+
+@pytest.fixture(autouse=True)
+def _no_guard_left_entered() -> Iterator[None]:
+    """Each test starts and ends outside any guard: a test may leave one entered on purpose (a stale holder that
+    never exits, an async exit that raised out of ``asyncio.run`` before its context came back), and the key it
+    left would be ``current_idempotency_key()`` for the next test, or for the doctests run after the tests."""
+    _context._key.set(None)
+    yield
+    _context._key.set(None)

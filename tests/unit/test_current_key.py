@@ -17,7 +17,6 @@ from consumer import (
     IdempotencyConfig,
     IdempotencyGuard,
     NestedReplayError,
-    _context,
     async_process_partial_response,
     current_idempotency_key,
     idempotent,
@@ -28,13 +27,6 @@ from consumer import (
 from persistence import InMemoryPersistenceLayer
 
 EVENT = {"id": "e-1", "detail-type": "OrderPlaced", "source": "shop", "detail": {"order": "o-1"}}
-
-
-@pytest.fixture(autouse=True)
-def _no_guard_left_entered():
-    """Start outside any guard: a test run earlier on this thread may have left one entered (a stale holder that
-    never exits, or an async exit that raised out of ``asyncio.run`` before its context came back)."""
-    _context._key.set(None)
 
 
 def test_outside_a_guarded_body_there_is_no_key():
