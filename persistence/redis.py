@@ -151,7 +151,10 @@ class RedisPersistenceLayer:
         self.expiry_margin_seconds = expiry_margin_seconds
         self.allow_eviction = allow_eviction or (from_url is not None and from_url.allow_eviction)
         self._client = client
-        self._errors: tuple[type[Exception], ...] | None = None
+        # The client library's exceptions module: redis-py's for a URL, else the client's own (valkey-py's...).
+        library = "redis" if client is None else type(client).__module__.partition(".")[0]
+        self._exceptions = _exceptions_of(library)
+        self._errors = self._errors_named(*_CLIENT_ERRORS)
         self._server_checked = False
         self._building = threading.Lock()
 
@@ -246,12 +249,11 @@ class RedisPersistenceLayer:
         return sorted(_key_text(k, self.key_prefix) for k in client.scan_iter(match=pattern, count=500))
 
     def _command(self, key: str | None, call: Callable[[Any], Any]) -> Any:
-        errors = self._errors if self._errors is not None else self._client_errors()
         try:
             if not self._server_checked:
                 self._check_server()
             return call(self.client)
-        except errors as e:
+        except self._errors as e:
             subject = f"on {key!r}" if key is not None else "while scanning its keys"
             raise PersistenceLayerError(f"Redis store failed {subject}: {e}", key=key) from e
         except UnicodeEncodeError as e:  # a key holding a lone surrogate has no UTF-8 form
@@ -259,22 +261,6 @@ class RedisPersistenceLayer:
         except UnicodeDecodeError as e:  # a client built with decode_responses=True, reading bytes we did not write
             msg = f"stored item {key!r} is not a record this library wrote: {e}"
             raise PersistenceLayerError(msg, key=key) from e
-
-    def _client_errors(self) -> tuple[type[Exception], ...]:
-        """The errors of the client's own library, redis-py's or valkey-py's (a URL's client is redis-py's).
-
-        Both libraries raise ``RedisError`` / ``ValkeyError``, and their cluster clients also raise
-        ``RedisClusterException`` / ``ValkeyClusterException``, which do not derive from it.
-        """
-        library = type(self._client).__module__.partition(".")[0] if self._client is not None else "redis"
-        try:
-            exceptions = importlib.import_module(f"{library}.exceptions")
-        except ImportError:  # another library's client: its errors reach the caller as they are
-            exceptions = None
-        names = ("RedisError", "ValkeyError", "RedisClusterException", "ValkeyClusterException")
-        found = (getattr(exceptions, name, None) for name in names)
-        self._errors = tuple(e for e in found if isinstance(e, type) and issubclass(e, Exception))
-        return self._errors
 
     def _check_server(self) -> None:
         """Once per store: refuse a server that evicts keys, and a cluster node reached as a single server.
@@ -328,9 +314,22 @@ class RedisPersistenceLayer:
             raise PersistenceLayerError(msg) from e
 
     def _errors_named(self, *names: str) -> tuple[type[Exception], ...]:
-        library = {e.__module__ for e in self._errors or ()}
-        found = (getattr(importlib.import_module(module), name, None) for module in library for name in names)
+        """The client library's exceptions of these names (those it lacks are left out)."""
+        found = (getattr(self._exceptions, name, None) for name in names)
         return tuple(e for e in found if isinstance(e, type) and issubclass(e, Exception))
+
+
+#: What the store turns into ``PersistenceLayerError``: each library's base error, and its cluster client's, which
+#: does not derive from it.
+_CLIENT_ERRORS = ("RedisError", "ValkeyError", "RedisClusterException", "ValkeyClusterException")
+
+
+def _exceptions_of(library: str) -> Any:
+    """``{library}.exceptions``, or ``None`` for another library's client (its errors reach the caller as they are)."""
+    try:
+        return importlib.import_module(f"{library}.exceptions")
+    except ImportError:
+        return None
 
 
 def _key_text(raw: Any, prefix: str) -> str:
