@@ -214,7 +214,13 @@ class PowertoolsCutover:
             Exception: Whatever selecting or serializing the payload raised (Powertools failed the same way, so it
                 kept no record either).
         """
-        payload = powertools_payload(data) if self.payload is None else self.payload(data)
+        return self._key_of(self._payload(data))
+
+    def _payload(self, data: Any) -> Any:
+        """What the Powertools function received, as Powertools hashed it."""
+        return powertools_payload(data) if self.payload is None else self.payload(data)
+
+    def _key_of(self, payload: Any) -> str | None:
         selection = self._select(self._key_expression, payload)
         return None if is_missing(selection) else f"{self.prefix}#{self._digest(selection)}"
 
@@ -253,7 +259,8 @@ class PowertoolsCutover:
     def _find(self, data: Any, held: IdempotencyRecord, now_ms: int) -> IdempotencyRecord | None:
         """What the Powertools table says of ``data``, in our terms (see :meth:`read_through`)."""
         try:
-            key = self.powertools_key(data)
+            payload = self._payload(data)  # once: the key and the validation hash both read it
+            key = self._key_of(payload)
         except Exception as e:  # noqa: BLE001 - Powertools failed on this payload too: it kept no record of it
             logger.warning("no Powertools key for %r (%r): Powertools kept no record of it", held.key, e)
             return None
@@ -274,16 +281,15 @@ class PowertoolsCutover:
             raise PersistenceLayerError(msg, key=held.key) from e
         if expires_at < now_ms // 1000 or (status == INPROGRESS and lock_ms is not None and lock_ms < now_ms):
             return None  # expired, or its holder missed its deadline: Powertools would run it again
-        self._validate(data, key, item, held.key)
+        self._validate(payload, key, item, held.key)
         if status == INPROGRESS:
             lock_ms = expires_at * 1000 if lock_ms is None else lock_ms  # without a deadline it lives to its expiry
             return IdempotencyRecord(key, RecordStatus.IN_PROGRESS, expires_at, lock_ms)
         return held.completed(self._response(key, item.get(self.data_attr)), expires_at)
 
-    def _validate(self, data: Any, key: str, item: dict[str, Any], our_key: str) -> None:
+    def _validate(self, payload: Any, key: str, item: dict[str, Any], our_key: str) -> None:
         if self._validation_expression is None:
             return
-        payload = powertools_payload(data) if self.payload is None else self.payload(data)
         stored = item.get(self.validation_key_attr, {}).get("S")
         if stored != self._digest(self._select(self._validation_expression, payload)):
             raise IdempotencyValidationError(
