@@ -7,7 +7,7 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
-from consumer._outcomes_log import log_unguarded
+from consumer._outcomes_log import log_unguarded, request_id
 
 if TYPE_CHECKING:
     from consumer._context import LambdaContext
@@ -64,7 +64,7 @@ _warned_invocation: list[str | None] = []
 
 def warn_unguarded(context: LambdaContext | None) -> None:
     """Warn that a record runs unguarded (no key selected): once per invocation (per process without a context)."""
-    invocation = None if context is None else context.aws_request_id
+    invocation = request_id(context)  # a test's stand-in context may have none
     if _warned_invocation and _warned_invocation[0] == invocation:
         return
     _warned_invocation[:] = [invocation]

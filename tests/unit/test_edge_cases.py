@@ -447,3 +447,13 @@ def test_data_whose_plain_form_fails_is_a_key_error_for_the_key_and_the_payload_
         with pytest.raises(IdempotencyKeyError, match="plain form") as raised:
             build(BrokenModel(), config)
         assert isinstance(raised.value.__cause__, ArithmeticError)
+
+
+def test_a_record_without_a_key_runs_unguarded_under_a_context_with_no_request_id(caplog):
+    # A test's stand-in context (accepted by the guard) may lack aws_request_id: the unguarded warning read it.
+    context = types.SimpleNamespace(get_remaining_time_in_millis=lambda: 60_000)
+    config = IdempotencyConfig(event_key_jmespath="order_id")
+    with IdempotencyGuard({"amount": 1}, store=InMemoryPersistenceLayer(), config=config, context=context) as guard:
+        guard.result = "ran"
+    assert guard.key is None
+    assert "unguarded" in caplog.text
