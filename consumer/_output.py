@@ -37,7 +37,9 @@ def encode_output(result: Any, serializer: BaseIdempotencySerializer | None) -> 
     return encode_result(result)
 
 
-def unstored(key: str, error: Exception, context: LambdaContext | None, batch_record: tuple[str, str] | None) -> None:
+def unstored(
+    key: str, error: BaseException, context: LambdaContext | None, batch_record: tuple[str, str] | None
+) -> None:
     """Log that the result of ``key`` is committed without its response, because of ``error``.
 
     ``batch_record`` is ``(item identifier, event source)`` when a batch processor runs the record.

@@ -316,6 +316,8 @@ class IdempotencyGuard:
                 complete = without_response(complete, e, self.context, self._batch_record)
                 store.complete(complete)
             self._committed(complete)
+            if failure is not None:
+                raise failure  # stopped while its result was being stored: committed without it first
             return False
         if held is not None:
             try:
@@ -346,6 +348,8 @@ class IdempotencyGuard:
         held, complete, failure = self._closing(exc)
         if complete is not None:
             await self._acommit(store, complete)
+            if failure is not None:
+                raise failure  # stopped while its result was being stored: committed without it first
             return False
         if held is not None:
             try:
@@ -374,7 +378,8 @@ class IdempotencyGuard:
     ) -> tuple[IdempotencyRecord | None, IdempotencyRecord | None, BaseException | None]:
         """Decide how the body's exit ends, before any store call: ``(held, complete, failure)``.
 
-        ``complete`` is the record to commit (the body returned and its result may be stored); otherwise a
+        ``complete`` is the record to commit (the body returned and its result may be stored), with ``failure``
+        the ``BaseException`` to raise once it is committed when one stopped the result's storing; otherwise a
         held lock is released because of ``failure``: the body's exception, or the refusal of a result that
         stands for unrun work (a coroutine, a generator, one nested in the result).
         """
@@ -388,7 +393,7 @@ class IdempotencyGuard:
         if held is None:
             return None, None, None
         try:
-            return held, self._completed(held), None
+            return held, *self._completed(held)
         except InvalidResultError as refused:
             return held, None, refused
 
@@ -420,8 +425,12 @@ class IdempotencyGuard:
         invalid.__cause__ = cause
         return invalid
 
-    def _completed(self, held: IdempotencyRecord) -> IdempotencyRecord:
-        """The ``COMPLETE`` record to write; raises ``InvalidResultError`` (lock not yet released) for unrun work."""
+    def _completed(self, held: IdempotencyRecord) -> tuple[IdempotencyRecord, BaseException | None]:
+        """The ``COMPLETE`` record to write, and what interrupted storing its result (raised after the commit).
+
+        Raises ``InvalidResultError`` (lock not yet released) for unrun work.
+        """
+        interrupted = None
         try:
             response: str | None = encode_output(self.result, self.output_serializer)
         except Exception as e:
@@ -433,7 +442,12 @@ class IdempotencyGuard:
                 raise self._refuse(unrun, e) from e
             unstored(held.key, e, self.context, self._batch_record)
             response = None
-        return held.completed(response, int(self.clock()) + self.config.expires_after_seconds)
+        except BaseException as e:  # a KeyboardInterrupt in a serializer: the body ran, so it is committed first
+            if unrun_parts(self.result):
+                raise
+            unstored(held.key, e, self.context, self._batch_record)
+            response, interrupted = None, e
+        return held.completed(response, int(self.clock()) + self.config.expires_after_seconds), interrupted
 
     def _committed(self, complete: IdempotencyRecord) -> None:
         self.committed = True

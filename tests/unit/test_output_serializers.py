@@ -28,7 +28,6 @@ from consumer import (
     AlreadyProcessed,
     BatchProcessor,
     EventType,
-    IdempotencyAlreadyInProgressError,
     IdempotencyConfig,
     IdempotencyGuard,
     IdempotencyModelTypeError,
@@ -475,6 +474,29 @@ def test_a_serializer_that_fails_storing_commits_without_the_response_and_never_
     assert runs == [1]
 
 
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, SystemExit])
+def test_a_serializer_interrupted_storing_commits_the_record_then_lets_the_interrupt_through(face, stop):
+    # The body ran: left uncommitted, its lock would lapse and the redelivery would run it a second time.
+    store, runs = InMemoryPersistenceLayer(), []
+
+    def place(order: dict[str, str]) -> Order:
+        runs.append(1)
+        return an_order(order["id"])
+
+    decorated = idempotent_function(
+        data_keyword_argument="order",
+        store=store,
+        output_serializer=Exploding(stop()),
+        name=f"interrupted-{face.name}-{stop.__name__}",
+    )(face.define(place))
+    with pytest.raises(stop):
+        face.call(decorated, order={"id": "o-1"})
+    [record] = store.scan()
+    assert (record.status, record.response) == (RecordStatus.COMPLETE, None)
+    assert face.call(decorated, order={"id": "o-1"}) is None  # replayed: the body stays done
+    assert runs == [1]
+
+
 def test_a_serializer_that_fails_storing_in_a_batch_commits_the_record(caplog):
     store, runs = InMemoryPersistenceLayer(), []
     processor = BatchProcessor(EventType.SQS, store=store)
@@ -493,7 +515,8 @@ def test_a_serializer_that_fails_storing_in_a_batch_commits_the_record(caplog):
     assert {r.status for r in store.scan()} == {RecordStatus.COMPLETE}
 
 
-def test_a_serializer_raising_a_base_exception_propagates_and_leaves_the_lock_to_its_deadline(face):
+def test_a_serializer_raising_a_base_exception_commits_the_record_then_propagates(face):
+    # The body ran: a lock left to its deadline would let the redelivery run it a second time.
     store, clock, runs = InMemoryPersistenceLayer(), FakeClock(), []
     record = {"messageId": "m-1"}
 
@@ -503,9 +526,9 @@ def test_a_serializer_raising_a_base_exception_propagates_and_leaves_the_lock_to
 
     with pytest.raises(KeyboardInterrupt):
         face.guarded(record, body, store=store, clock=clock, output_serializer=Exploding(KeyboardInterrupt()))
-    [held] = store.scan()
-    assert held.status is RecordStatus.IN_PROGRESS  # neither committed nor released: no one runs it again at once
-    with pytest.raises(IdempotencyAlreadyInProgressError):
+    [done] = store.scan()
+    assert (done.status, done.response) == (RecordStatus.COMPLETE, None)
+    with pytest.raises(AlreadyProcessed):
         face.guarded(record, body, store=store, clock=clock)
     assert runs == [1]
 
