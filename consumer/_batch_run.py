@@ -183,6 +183,7 @@ class BatchRun:
                 clock=own.clock,
                 key_prefix=own.key_prefix,
                 disabled=self._disabled,
+                output_serializer=own.output_serializer(),
             )
         if s.store is None:  # a processor without a store: a pass-through, the record runs without idempotency
             return IdempotencyGuard(item.raw, store=_NO_STORE, context=self.context, disabled=True)

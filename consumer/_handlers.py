@@ -11,6 +11,7 @@ if TYPE_CHECKING:
 
     from consumer._context import Clock
     from consumer.config import IdempotencyConfig
+    from consumer.serialization import BaseIdempotencySerializer
     from persistence import PersistenceLayer
 
 #: How a record handler receives the guard: not at all, as its second positional argument, or by keyword. OWN: the
@@ -31,6 +32,7 @@ class GuardedFunction:
         config: The function's config.
         clock: The function's clock.
         key_prefix: The prefix of the function's keys.
+        output_serializer: The function's output serializer for this call (declared, or from its annotation).
     """
 
     function: Callable[..., Any]
@@ -39,6 +41,7 @@ class GuardedFunction:
     config: IdempotencyConfig
     clock: Clock
     key_prefix: str
+    output_serializer: Callable[[], BaseIdempotencySerializer | None]
 
 
 @dataclass(frozen=True, slots=True)

@@ -267,7 +267,9 @@ def idempotent_function(
             return g.result  # type: ignore[no-any-return]
 
         decorated = async_wrapper if is_async(function) else wrapper
-        own = GuardedFunction(function, data_keyword_argument, resolved_store, resolved, clock, prefix)
+        own = GuardedFunction(
+            function, data_keyword_argument, resolved_store, resolved, clock, prefix, output.serializer
+        )
         setattr(decorated, "__idempotent_function__", own)  # noqa: B010 - read by the batch processors
         return decorated  # type: ignore[return-value]
 

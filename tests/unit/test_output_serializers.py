@@ -35,6 +35,7 @@ from consumer import (
     InvalidResultError,
     ResponseDecodeError,
     idempotent_function,
+    process_partial_response,
 )
 from consumer.serialization import (
     BaseIdempotencyModelSerializer,
@@ -760,3 +761,21 @@ def test_pydantic_is_never_imported_by_the_library():
     env = {**os.environ, "PYTHONPATH": str(REPOSITORY)}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
     assert done.returncode == 0, done.stderr
+
+
+def test_an_idempotent_function_handed_to_a_batch_processor_replays_its_type():
+    # The processor runs the function in the function's own guard: that guard must carry its serializer too,
+    # or a batch replays a dict where a direct call replays the model.
+    store, runs = InMemoryPersistenceLayer(), []
+
+    @idempotent_function(data_keyword_argument="record", store=store, name="batch-typed")
+    def receipt(record) -> Receipt:
+        runs.append(record.message_id)
+        return a_receipt(record.json_body["id"])
+
+    message = {"messageId": "m-1", "body": '{"id": "o-1"}'}
+    processor = BatchProcessor(EventType.SQS)
+    assert process_partial_response({"Records": [message, message]}, receipt, processor) == {"batchItemFailures": []}
+    assert [item.result for item in processor.items] == [a_receipt("o-1"), a_receipt("o-1")]
+    assert all(isinstance(item.result, Receipt) for item in processor.items)
+    assert runs == ["m-1"]
