@@ -19,6 +19,7 @@ import weakref
 from typing import Any
 
 from consumer._errors import IdempotencyModelTypeError
+from consumer._serde import _name
 
 
 class UnresolvedAnnotationError(IdempotencyModelTypeError):
@@ -267,7 +268,3 @@ def namespace_of(function: Any) -> dict[str, Any]:
         function = function.__wrapped__
     namespace = getattr(function, "__globals__", None)
     return namespace if isinstance(namespace, dict) else {}
-
-
-def _name(t: type) -> str:
-    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
