@@ -114,7 +114,9 @@ class AsyncBatchRun(BatchRun):
             if self._own is not None:  # an @idempotent_function's guard on its own store: it picks its own face
                 async with guard:
                     await self._body(item, guard)
-            elif self._inline:  # a store called on the loop (or none): the guard's sync face, all its async one does
+            elif self._inline and guard.config.powertools_cutover is None:
+                # A store called on the loop (or none): the guard's sync face, all its async one does. Not with a
+                # cut-over: its read of the Powertools table is network I/O, which the async face runs in a thread.
                 with guard:
                     await self._body(item, guard)
             else:

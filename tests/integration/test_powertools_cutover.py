@@ -8,6 +8,7 @@ new ones, configured with ``PowertoolsCutover``; ledgers count whose bodies ran.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import hashlib
 import json
@@ -16,6 +17,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,7 @@ from botocore.stub import Stubber
 from dynamodb_local import canned_answer
 
 from consumer import (
+    AsyncBatchProcessor,
     BatchProcessor,
     EventType,
     IdempotencyConfig,
@@ -539,3 +542,32 @@ def test_a_failed_release_after_a_failed_read_keeps_the_reads_error():
     assert "not authorized" in str(error)
     if sys.version_info >= (3, 11):  # exception notes
         assert any("the store is down" in note for note in error.__notes__)
+
+
+def test_the_async_processor_reads_the_powertools_table_off_the_event_loop_with_an_inline_store():
+    # The in-memory store is called on the loop; the cut-over's GetItem is network I/O and must not be.
+    threads = []
+
+    def payload(data):
+        threads.append(threading.get_ident())
+        return data
+
+    cutover = PowertoolsCutover(
+        table_name="pt", until=UNTIL, key_prefix="p", event_key_jmespath="messageId", boto3_client=_stub_client(),
+        payload=payload,
+    )  # fmt: skip
+    stubber = Stubber(cutover.boto3_client)
+    stubber.add_response("get_item", {})
+    processor = AsyncBatchProcessor(
+        EventType.SQS, store=InMemoryPersistenceLayer(), config=IdempotencyConfig(powertools_cutover=cutover)
+    )
+    loop_threads = []
+
+    async def handler(record):
+        loop_threads.append(threading.get_ident())
+
+    with stubber:
+        response = asyncio.run(processor.process({"Records": [{"messageId": "m-1", "body": "{}"}]}, handler))
+    assert response == {"batchItemFailures": []}
+    assert len(threads) == len(loop_threads) == 1
+    assert threads[0] != loop_threads[0]
