@@ -26,19 +26,21 @@ def ours(store: Any = None, *, max_workers: int = 1, use_local_cache: bool = Fal
     return handler
 
 
-def powertools(store: Any = None, *, use_local_cache: bool = False):  # noqa: ANN201
-    """The Powertools handler, as its documentation writes it."""
+def powertools(store: Any = None, *, use_local_cache: bool = False, kafka: bool = False):  # noqa: ANN201
+    """The Powertools handler, as its documentation writes it: for SQS, or with ``kafka`` for an MSK event (its
+    batch utility names Kafka failures by partition and offset)."""
     from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
     from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
     from powertools_memory import PowertoolsMemoryLayer
 
-    config = IdempotencyConfig(event_key_jmespath="messageId", use_local_cache=use_local_cache)
-    processor = BatchProcessor(event_type=EventType.SQS)
+    key = KAFKA_KEY if kafka else "messageId"
+    config = IdempotencyConfig(event_key_jmespath=key, use_local_cache=use_local_cache)
+    processor = BatchProcessor(event_type=EventType.Kafka if kafka else EventType.SQS)
     persistence = store or PowertoolsMemoryLayer()
 
     @idempotent_function(data_keyword_argument="record", config=config, persistence_store=persistence)
-    def record_handler(record: Any) -> dict[str, str]:
-        return {"ok": record.message_id}
+    def record_handler(record: Any) -> dict[str, Any]:
+        return {"ok": record.offset if kafka else record.message_id}
 
     def handler(event: dict[str, Any], context: Any) -> Any:
         config.register_lambda_context(context)
@@ -104,6 +106,51 @@ def powertools_async(store: Any = None):  # noqa: ANN201
         )
 
     return handler
+
+
+KAFKA_KEY = "[topic, partition, offset]"  # our default; spelt out for Powertools
+
+
+def ours_kafka():  # noqa: ANN201
+    """Our Kafka handler: the record's topic, partition and offset are its key (the default)."""
+    from consumer import BatchProcessor, EventType, process_partial_response
+    from persistence import InMemoryPersistenceLayer
+
+    processor = BatchProcessor(EventType.KAFKA, store=InMemoryPersistenceLayer())
+
+    def record_handler(record: Any) -> dict[str, int]:
+        return {"ok": record.offset}
+
+    def handler(event: dict[str, Any], context: Any) -> Any:
+        return process_partial_response(event, record_handler, processor, context)
+
+    return handler
+
+
+def powertools_kafka():  # noqa: ANN201
+    """The Powertools handler for an MSK event."""
+    return powertools(kafka=True)
+
+
+def kafka_event(count: int, partitions: int = 4) -> dict[str, Any]:
+    """An MSK event of ``count`` records spread over ``partitions`` partitions of one topic."""
+    records: dict[str, list[dict[str, Any]]] = {}
+    for i in range(count):
+        partition = i % partitions
+        records.setdefault(f"orders-{partition}", []).append(
+            {
+                "topic": "orders",
+                "partition": partition,
+                "offset": i // partitions,
+                "timestamp": 1700000000000,
+                "timestampType": "CREATE_TIME",
+                "key": "Y3VzdG9tZXI=",
+                "value": "eyJvcmRlcl9pZCI6IDEsICJhbW91bnQiOiAzMH0=",
+                "headers": [{"Idempotency-Key": [107, 45, 49]}],
+            }
+        )
+    arn = "arn:aws:kafka:eu-west-1:123456789012:cluster/orders/a1b2c3d4-5678-90ab-cdef-1234567890ab-2"
+    return {"eventSource": "aws:kafka", "eventSourceArn": arn, "bootstrapServers": "b-1:9098", "records": records}
 
 
 def sqs_event(count: int, offset: int = 0) -> dict[str, Any]:

@@ -66,12 +66,15 @@ from consumer.metrics import Metrics
 from persistence import IdempotencyError, ItemTooLargeError, LockLostError, PersistenceLayerError
 
 if TYPE_CHECKING:
+    from consumer._kafka import KafkaHeaders, KafkaRecord
     from consumer.async_batch import AsyncBatchProcessor, async_process_partial_response
     from consumer.cutover import PowertoolsCutover
 
 #: Public names whose modules are imported when a name is first used, not with the package (PEP 562): a sync
-#: function's cold start does not pay for the async processor, nor for the Powertools cut-over.
+#: function's cold start does not pay for the async processor, the Powertools cut-over, nor Kafka's records.
 _IMPORTED_ON_FIRST_USE = {
+    "KafkaHeaders": "consumer._kafka",
+    "KafkaRecord": "consumer._kafka",
     "AsyncBatchProcessor": "consumer.async_batch",
     "async_process_partial_response": "consumer.async_batch",
     "PowertoolsCutover": "consumer.cutover",
@@ -129,6 +132,8 @@ __all__ = [
     "InvalidResultError",
     "Item",
     "ItemTooLargeError",
+    "KafkaHeaders",
+    "KafkaRecord",
     "KinesisRecord",
     "LambdaContext",
     "LockLostError",

@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from consumer._async import settle
+from consumer._batch_holders import BatchHolders, Waited, await_holder
 from consumer._batch_run import BatchRun, Item, Outcome
+from consumer._errors import IdempotencyAlreadyInProgressError
 from consumer._handlers import NO_GUARD
 from persistence import InlineStore, as_async_store
 
@@ -41,6 +43,7 @@ class AsyncBatchRun(BatchRun):
     _queue: collections.deque[list[Item]] = field(default_factory=collections.deque)
     _workers: list[asyncio.Task[None]] = field(default_factory=list)
     _hiring: bool = False
+    _aholders: BatchHolders[asyncio.Event] | None = None  # records of several groups at once meet each other's locks
 
     async def arun(self) -> None:
         """Run every item; records sharing an ordering key run one after another, in order.
@@ -53,6 +56,8 @@ class AsyncBatchRun(BatchRun):
             self._store = as_async_store(self.settings.store)  # once per batch, not per record
         self._inline = self._store is None or isinstance(self._store, InlineStore)
         self._queue = collections.deque([self.items] if self.settings.max_workers == 1 else self.groups())
+        if self.settings.max_workers > 1:
+            self._aholders = BatchHolders(asyncio.Event)
         workers = self._workers
         self._hire()  # the first worker; it calls in the others as soon as a record suspends
         timer = self._deadline_timer(workers)
@@ -107,29 +112,84 @@ class AsyncBatchRun(BatchRun):
         return blocked
 
     async def _arun_item(self, item: Item, number: int) -> None:
-        if self._skipped(item):
-            return
-        guard = self._in_flight[number] = self._guard(item)
+        retried: set[str] = set()  # the leases of this batch's records it tried again after
+        while not self._skipped(item):  # checked again before a retry: the batch may have stopped meanwhile
+            guard = self._in_flight[number] = self._guard(item)
+            conflict = await self._attempt(item, guard)
+            if conflict is None or not await self._awaited_holder(item, guard, conflict, retried):
+                return
+
+    async def _attempt(self, item: Item, guard: IdempotencyGuard) -> IdempotencyAlreadyInProgressError | None:
+        """Run ``item`` in ``guard`` and record its outcome; or return the lock its enter met, to wait for."""
         try:
-            if self._own is not None:  # an @idempotent_function's guard on its own store: it picks its own face
-                async with guard:
-                    await self._body(item, guard)
-            elif self._inline and guard.config.powertools_cutover is None:
-                # A store called on the loop (or none): the guard's sync face, all its async one does. Not with a
-                # cut-over: its read of the Powertools table is network I/O, which the async face runs in a thread.
-                with guard:
-                    await self._body(item, guard)
-            else:
-                guard._astore = self._store  # noqa: SLF001 - resolved once for the batch, not once per record
-                async with guard:
-                    await self._body(item, guard)
-            self._succeeded(item, guard)
+            conflict = await self._guarded_body(item, guard)
         except Exception as e:  # noqa: BLE001 - any failure of one record is reported, never raised
             self._failed(item, e, guard)
+            return None
         except asyncio.CancelledError as e:
             self._cancelled(item, guard, e)
+            return None
+        if conflict is None:
+            self._succeeded(item, guard)
+        return conflict
+
+    async def _awaited_holder(
+        self, item: Item, guard: IdempotencyGuard, conflict: IdempotencyAlreadyInProgressError, retried: set[str]
+    ) -> bool:
+        """Whether the lock ``item`` met was a record of this batch's, which has ended since: try again.
+
+        Otherwise the record failed (recorded here): another invocation's lock, no time left, or the deadline
+        timer cancelled the wait.
+        """
+        assert self._aholders is not None  # noqa: S101 - a conflict is returned only when records run at once
+        try:
+            hireable = self.settings.max_workers - sum(not worker.done() for worker in self._workers)
+            if len(self._queue) > hireable:  # groups no worker will take: a wait here would hold them up
+                waited = Waited.NO_SPARE_WORKER
+            else:
+                waited = await await_holder(self._aholders, conflict, retried, self._wait_budget_s(conflict, guard))
+        except asyncio.CancelledError as e:
+            self._cancelled(item, guard, e)
+            return False
+        if waited is Waited.RETRY:
+            return True
+        self._unwaited(item, conflict, guard, waited)
+        return False
+
+    async def _guarded_body(self, item: Item, guard: IdempotencyGuard) -> IdempotencyAlreadyInProgressError | None:
+        """Run ``item``'s handler in ``guard``; or return the lock its enter met, when records run at once."""
+        holders = self._aholders
+        if holders is None:
+            await self._entered_body(item, guard)
+            return None
+        holders.begin(guard)
+        try:
+            await self._entered_body(item, guard)
+        except IdempotencyAlreadyInProgressError as e:
+            if holders.entered(guard):
+                raise  # a guard nested in the body met it: the body failed, not a lock to wait for
+            return e
+        finally:  # a cancellation too: whoever waits on this record wakes
+            holders.end(guard)
+        return None
+
+    async def _entered_body(self, item: Item, guard: IdempotencyGuard) -> None:
+        if self._own is not None:  # an @idempotent_function's guard on its own store: it picks its own face
+            async with guard:
+                await self._body(item, guard)
+        elif self._inline and guard.config.powertools_cutover is None:
+            # A store called on the loop (or none): the guard's sync face, all its async one does. Not with a
+            # cut-over: its read of the Powertools table is network I/O, which the async face runs in a thread.
+            with guard:
+                await self._body(item, guard)
+        else:
+            guard._astore = self._store  # noqa: SLF001 - resolved once for the batch, not once per record
+            async with guard:
+                await self._body(item, guard)
 
     async def _body(self, item: Item, guard: IdempotencyGuard) -> None:
+        if self._aholders is not None:
+            self._aholders.hold(guard)  # entered: records of the batch meeting its lock wait for it
         result = self.handler(item.record) if self.guard_passing == NO_GUARD else self._call(item.record, guard)
         if hasattr(type(result), "__await__"):  # an async handler (a plain def may return an awaitable too)
             result = await result

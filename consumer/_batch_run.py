@@ -10,6 +10,7 @@ import types
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from consumer._batch_holders import BatchHolders, Waited, wait_budget_s, wait_for_holder
 from consumer._errors import AlreadyProcessed, IdempotencyAlreadyInProgressError
 from consumer._handlers import LAMBDA_CONTEXT, NO_GUARD, OWN, POSITIONAL, guarded_function, handler_shape
 from consumer._unguarded import idempotency_disabled
@@ -108,6 +109,9 @@ class BatchRun:
     _own_context: bool = field(init=False, default=False)
     _own_call: Callable[..., Any] | None = field(init=False, default=None)  # the undecorated function (bound)
     _remaining: Callable[[], int] | None = field(init=False, default=None)
+    _holders: BatchHolders[threading.Event] | None = field(init=False, default=None)  # records run at once
+    _unstarted: int = field(init=False, default=0)  # groups not started yet
+    _busy: int = field(init=False, default=0)  # workers of the pool running a group
 
     def __post_init__(self) -> None:
         """An ``@idempotent_function`` record handler runs in its own guard, not in a second one of ours.
@@ -128,7 +132,10 @@ class BatchRun:
             for item in self.items:
                 self._run_item(item)
             return
-        futures = [self.pool.submit(contextvars.copy_context().run, self._run_group, g) for g in self.groups()]
+        self._holders = BatchHolders(threading.Event)  # records in threads may meet each other's locks
+        groups = self.groups()
+        self._unstarted = len(groups)
+        futures = [self.pool.submit(contextvars.copy_context().run, self._run_group, g) for g in groups]
         # Every group finishes before anything is raised (a BaseException from a handler): no record may
         # still be running, and commit, after the invocation has ended.
         concurrent.futures.wait(futures)
@@ -145,8 +152,14 @@ class BatchRun:
         return list(groups.values())
 
     def _run_group(self, items: list[Item]) -> None:
-        for item in items:
-            self._run_item(item)
+        with self._lock:
+            self._unstarted, self._busy = self._unstarted - 1, self._busy + 1
+        try:
+            for item in items:
+                self._run_item(item)
+        finally:
+            with self._lock:
+                self._busy -= 1
 
     def _blocked(self, item: Item) -> Outcome | None:
         # Read without the lock: a flag or a set member written by another group's worker may be seen a
@@ -192,18 +205,80 @@ class BatchRun:
         )
 
     def _run_item(self, item: Item) -> None:
-        if self._skipped(item):
+        retried: set[str] = set()  # the leases of this batch's records it tried again after
+        while not self._skipped(item):  # checked again before a retry: the batch may have stopped meanwhile
+            g = None
+            try:
+                g = self._guard(item)
+                conflict = self._guarded(item, g)
+                if conflict is None:
+                    self._succeeded(item, g)
+                    return
+                waited = self._wait_for_holder(conflict, g, retried)
+                if waited is Waited.RETRY:
+                    continue  # the holder was a record of this batch, and it ended: try again
+                self._unwaited(item, conflict, g, waited)
+            except Exception as e:  # noqa: BLE001 - any failure of one record is reported, never raised
+                self._failed(item, e, g)
             return
-        g = None
-        try:
-            g = self._guard(item)
+
+    def _guarded(self, item: Item, g: IdempotencyGuard) -> IdempotencyAlreadyInProgressError | None:
+        """Run ``item``'s handler in ``g``; or return the lock ``g``'s enter met, when records run at once.
+
+        Records of the batch that meet ``g``'s lock meanwhile know it is held by one of theirs.
+        """
+        holders = self._holders
+        if holders is None:
             with g:
-                result = self.handler(item.record) if self.guard_passing == NO_GUARD else self._call(item.record, g)
-                if result is not None or g.result is None:  # a handler may set guard.result and return None
-                    g.result = result
-            self._succeeded(item, g)
-        except Exception as e:  # noqa: BLE001 - any failure of one record is reported, never raised
-            self._failed(item, e, g)
+                self._run_body(item, g)
+            return None
+        holders.begin(g)
+        try:
+            with g:
+                holders.hold(g)
+                self._run_body(item, g)
+        except IdempotencyAlreadyInProgressError as e:
+            if holders.entered(g):
+                raise  # a guard nested in the body met it: the body failed, not a lock to wait for
+            return e
+        finally:  # a BaseException too: whoever waits on this record wakes
+            holders.end(g)
+        return None
+
+    def _run_body(self, item: Item, g: IdempotencyGuard) -> None:
+        result = self.handler(item.record) if self.guard_passing == NO_GUARD else self._call(item.record, g)
+        if result is not None or g.result is None:  # a handler may set guard.result and return None
+            g.result = result
+
+    def _wait_budget_s(self, conflict: IdempotencyAlreadyInProgressError, guard: IdempotencyGuard) -> float | None:
+        """How long a record may wait for a record of this batch holding its key: until the deadline margin."""
+        remaining = None if self._remaining is None else self._remaining() - self.settings.deadline_margin_ms
+        return wait_budget_s(conflict, remaining, int(guard.clock() * 1000))
+
+    def _wait_for_holder(
+        self, conflict: IdempotencyAlreadyInProgressError, guard: IdempotencyGuard, retried: set[str]
+    ) -> Waited:
+        """Wait for the record of this batch holding the lock ``conflict`` met, if it is one of ours."""
+        assert self._holders is not None  # noqa: S101 - a conflict is returned only when records run at once
+        with self._lock:
+            queued = self._unstarted - (self.settings.max_workers - self._busy)  # groups no idle worker will take
+        if queued > 0:  # a wait would hold up a group that has no worker to run it
+            return Waited.NO_SPARE_WORKER
+        return wait_for_holder(self._holders, conflict, retried, self._wait_budget_s(conflict, guard))
+
+    def _unwaited(
+        self, item: Item, conflict: IdempotencyAlreadyInProgressError, guard: IdempotencyGuard, waited: Waited
+    ) -> None:
+        """``item`` met a lock it did not wait out: it is in progress elsewhere, or deferred.
+
+        Deferred: it waited for a record of its own batch until the deadline margin (with a Lambda context, the
+        margin comes before the holder's lock deadline), and was not run for lack of time.
+        """
+        if waited is Waited.OUT_OF_TIME and self._remaining is not None:
+            item.key = guard.key
+            self._fail(item, Outcome.DEFERRED, conflict)
+        else:
+            self._failed(item, conflict, guard)
 
     @staticmethod
     def _succeeded(item: Item, guard: IdempotencyGuard) -> None:

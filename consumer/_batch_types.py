@@ -15,13 +15,16 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from consumer._context import Clock
+    from consumer._kafka import KafkaRecord
     from consumer._report import OutcomeHook
     from consumer.config import IdempotencyConfig
     from consumer.event_sources import DynamoDBStreamRecord, KinesisRecord, SQSRecord
     from consumer.guard import IdempotencyGuard
     from consumer.metrics import Metrics
 
-Record_contra = TypeVar("Record_contra", bound="SQSRecord | KinesisRecord | DynamoDBStreamRecord", contravariant=True)
+Record_contra = TypeVar(
+    "Record_contra", bound="SQSRecord | KinesisRecord | DynamoDBStreamRecord | KafkaRecord", contravariant=True
+)
 
 
 class KeywordGuardHandler(Protocol[Record_contra]):

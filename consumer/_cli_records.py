@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -12,6 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from consumer._kafka import is_kafka_event, kafka_records
 from consumer.config import IdempotencyConfig
 from consumer.keys import DEFAULT_KEY_EXPRESSIONS, default_key_expression, make_key, select
 from persistence import (
@@ -89,7 +91,24 @@ def open_store(option: str | None) -> PersistenceLayer:
             f"the SQLite store {str(store.path)!r}{where} does not exist (store {url!r}); run the command where the "
             f"consumer wrote its store, or name it with --store or ${STORE_URL_VARIABLE}"
         )
+    if isinstance(store, SQLitePersistenceLayer) and not _holds_records(store.path):
+        raise CommandError(
+            f"{str(store.path)!r} is a SQLite file but not an idempotency store: it has no 'records' table (store"
+            f" {url!r}); name the file the consumer writes, with --store or ${STORE_URL_VARIABLE}"
+        )
     return store
+
+
+def _holds_records(path: Path) -> bool:
+    """Whether the SQLite file at ``path`` has the store's table, read without writing to it (no table, no WAL)."""
+    import sqlite3  # noqa: PLC0415 - only the records commands on a SQLite store need it
+
+    try:
+        with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as connection:
+            found = connection.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'records'")
+            return found.fetchone() is not None
+    except sqlite3.DatabaseError:  # not a database at all: the store's own error says so when it opens
+        return True
 
 
 def _now_ms() -> int:
@@ -237,6 +256,8 @@ def records_delete(args: argparse.Namespace) -> int:
 
 
 def _detect_source(event: Any) -> str:
+    if is_kafka_event(event):
+        return "kafka"
     records = event.get("Records") if isinstance(event, dict) else None
     if not records:
         return "eventbridge"
@@ -246,9 +267,21 @@ def _detect_source(event: Any) -> str:
 
 def key_command(args: argparse.Namespace, event: Any) -> int:
     """``key``: per record, the selected payload and the resulting key."""
-    config = IdempotencyConfig(event_key_jmespath=args.jmespath, key_prefix=args.prefix)
+    try:
+        config = IdempotencyConfig(event_key_jmespath=args.jmespath, key_prefix=args.prefix, key_header=args.header)
+    except IdempotencyError as e:
+        raise CommandError(str(e), 2) from e
     source = args.event_type or _detect_source(event)
-    records = [event] if source == "eventbridge" else list(event.get("Records") or [])
+    if source == "kafka":
+        try:
+            records = kafka_records(event if isinstance(event, dict) else {})
+        except ValueError as e:
+            raise CommandError(str(e)) from e
+    else:
+        records = [event] if source == "eventbridge" else list(event.get("Records") or [])
+    if not records:
+        layout = "a 'records' object" if source == "kafka" else "a 'Records' list"
+        raise CommandError(f"the event has no records of its own for --event-type {source} ({layout} of them)")
     for index, record in enumerate(records):
         expression = config.key_expression or default_key_expression(record)
         try:

@@ -33,6 +33,9 @@ class GuardedFunction:
         clock: The function's clock.
         key_prefix: The prefix of the function's keys.
         output_serializer: The function's output serializer for this call (declared, or from its annotation).
+        decorated: What the decorator returned, weakly (it holds this object: a strong reference would keep both
+            alive until a garbage collection): only that object runs as this function (a decorator stacked above it
+            copies the attribute with ``functools.wraps``, and must run too).
     """
 
     function: Callable[..., Any]
@@ -42,6 +45,7 @@ class GuardedFunction:
     clock: Clock
     key_prefix: str
     output_serializer: Callable[[], BaseIdempotencySerializer | None]
+    decorated: weakref.ref[Callable[..., Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,9 +62,35 @@ class HandlerShape:
 
 
 def guarded_function(handler: Callable[..., Any]) -> GuardedFunction | None:
-    """What ``@idempotent_function`` made of ``handler``, or ``None`` for any other function."""
+    """What ``@idempotent_function`` made of ``handler``, or ``None`` for any other function.
+
+    ``None`` too for a wrapper of one (a tracer's or a validator's, stacked above it): the wrapper is called as any
+    record handler is, and the ``@idempotent_function`` inside it guards the record when it is reached.
+    """
     own = getattr(handler, "__idempotent_function__", None)
-    return own if isinstance(own, GuardedFunction) else None
+    if not isinstance(own, GuardedFunction):
+        return None
+    return own if getattr(handler, "__func__", handler) is own.decorated() else None  # __func__: a bound method
+
+
+def refuse_dropped_cutover(config: IdempotencyConfig | None, handler: Callable[..., Any]) -> None:
+    """Refuse a processor ``config``'s cut-over that an ``@idempotent_function`` ``handler`` would not use.
+
+    Such a handler runs in its own guard, with its own config: a cut-over on the processor's config only would be
+    dropped, and every record Powertools already processed would run again.
+
+    Raises:
+        TypeError: ``config`` reads a Powertools table and the function's own config does not.
+    """
+    own = guarded_function(handler)
+    if config is None or config.powertools_cutover is None or own is None or own.config.powertools_cutover:
+        return
+    msg = (
+        "the processor's config reads a Powertools table (powertools_cutover), but its record handler is an "
+        "@idempotent_function, which runs in its own guard with its own config: put powertools_cutover on the "
+        "function's config (records Powertools processed would otherwise run again)"
+    )
+    raise TypeError(msg)
 
 
 def is_async(function: Callable[..., Any]) -> bool:
@@ -138,6 +168,14 @@ def _shape(handler: Callable[..., Any], *, async_ok: bool) -> HandlerShape:
     context = any(p.name == LAMBDA_CONTEXT and p.kind in by_name for p in params)
     if guarded_function(handler) is not None:
         return HandlerShape(OWN, context)
+    if isinstance(getattr(handler, "__idempotent_function__", None), GuardedFunction):
+        msg = (
+            f"record handler {_name(handler)} wraps an @idempotent_function (a decorator above it copied its "
+            "attributes with functools.wraps): the processor would run the record in that function's guard and "
+            "skip your wrapper. Put @idempotent_function outermost (directly above def), or call the wrapped "
+            "function from a plain record handler"
+        )
+        raise TypeError(msg)
     # Passed only where the handler unambiguously asks: a parameter named "guard", or a second positional
     # parameter with no default (a call without it would fail). `def h(record, retries=3)` keeps its 3.
     if any(p.name == "guard" and p.kind in by_name for p in params):

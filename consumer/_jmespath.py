@@ -1,4 +1,4 @@
-"""JMESPath with the custom functions users need to reach into SQS bodies and Kinesis data."""
+"""JMESPath with the custom functions users need to reach into SQS bodies, Kinesis data and producers' headers."""
 
 from __future__ import annotations
 
@@ -31,6 +31,13 @@ class _Functions(functions.Functions):
             msg = f"not gzip data: {e}"
             raise ValueError(msg) from e
 
+    @functions.signature({"types": ["object"]}, {"types": ["string"]})
+    def _func_header(self, record: Any, name: str) -> Any:
+        # header(@, 'Idempotency-Key'): a Kafka header, an SQS message attribute, an EventBridge detail field.
+        from consumer._headers import producer_header  # noqa: PLC0415 - by the first header(): most keys never call it
+
+        return producer_header(record, name)
+
     _func_powertools_json = _func_json_parse
     _func_powertools_base64 = _func_base64_decode
     _func_powertools_base64_gzip = _func_base64_gzip_decode
@@ -47,9 +54,13 @@ def compile_expression(expression: str) -> jmespath.parser.ParsedResult:
 def search(expression: jmespath.parser.ParsedResult, data: Any) -> Any:
     """Evaluate a compiled expression with the custom functions.
 
-    A bare field name (``messageId``, the usual key) is looked up directly: same result, no tree walk.
+    A bare field name (``messageId``, the usual key) and a list of them (``[topic, partition, offset]``)
+    are looked up directly: same result, no tree walk.
     """
     node = expression.parsed
-    if node["type"] == "field" and isinstance(data, dict):
-        return data.get(node["value"])
+    if isinstance(data, dict):
+        if node["type"] == "field":
+            return data.get(node["value"])
+        if node["type"] == "multi_select_list" and all(child["type"] == "field" for child in node["children"]):
+            return [data.get(child["value"]) for child in node["children"]]
     return expression.search(data, options=OPTIONS)  # other Mappings too (MappingProxyType, UserDict)

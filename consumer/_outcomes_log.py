@@ -33,9 +33,9 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from consumer._batch_event import BatchSummary
     from consumer._batch_run import Item
     from consumer._context import LambdaContext
-    from consumer.batch import BatchSummary
 
 logger = logging.getLogger("idempotent_consumer")
 
@@ -173,6 +173,22 @@ def log_summary(summary: BatchSummary, context: LambdaContext | None, *, any_fai
         f": {shown}" if shown else "",
         summary.duration_ms,
         extra=extra,
+    )
+
+
+def log_interrupted(summary: BatchSummary, undecided: int, error: BaseException, context: LambdaContext | None) -> None:
+    """Log a batch that a ``BaseException`` stopped before every record had its outcome (ERROR, with its traceback)."""
+    extra = {SUMMARY: asdict(summary), SOURCE: summary.event_type, REQUEST_ID: request_id(context)}
+    extra[EXCEPTION_TYPE] = type(error).__name__
+    emit(
+        logging.ERROR,
+        "batch interrupted by %s with %d of %d records undecided: the invocation fails and Lambda redelivers the"
+        " whole batch (its committed records replay)",
+        type(error).__name__,
+        undecided,
+        summary.records,
+        extra=extra,
+        exc_info=error,
     )
 
 

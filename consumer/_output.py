@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from consumer._errors import IdempotencyModelTypeError, IdempotencyNoSerializationModelError, ResponseDecodeError
 from consumer._outcomes_log import log_committed_without_response
 from consumer._serde import ResultEncodingError, decode_result, encode_result
+from persistence import MAX_ITEM_BYTES
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -25,16 +26,45 @@ logger = logging.getLogger("idempotent_consumer")
 def encode_output(result: Any, serializer: BaseIdempotencySerializer | None) -> str:
     """The JSON text to store for ``result``: ``serializer.to_dict(result)`` (never for ``None``), encoded.
 
+    A built-in typed serializer's text is then checked to replay as ``result`` (decoded and rebuilt as a replay
+    would: :meth:`~consumer._round_trip.ChecksReplay.check_replay`), unless it is too large for any store of ours
+    to take (they refuse it with ``ItemTooLargeError`` whatever it holds). Other serializers are not checked.
+
     Raises:
-        ResultEncodingError: The serializer or the encoder failed; the exception that stopped it is the cause.
+        ResultEncodingError: The serializer or the encoder failed, or the text would not replay as ``result``;
+            the exception that stopped it is the cause.
     """
-    if serializer is not None and result is not None:
+    if serializer is None or result is None:
+        return encode_result(result)
+    try:
+        stored = serializer.to_dict(result)
+    except Exception as e:
+        msg = f"{serializer!r}.to_dict failed on a result of type {type(result).__qualname__}: {_said(e, serializer)}"
+        raise ResultEncodingError(msg) from e
+    text = encode_result(stored)
+    if len(text) <= MAX_ITEM_BYTES:  # over it (in characters, so in bytes too), no store of ours takes it
+        _check_replay(result, text, serializer)
+    return text
+
+
+def _said(error: Exception, serializer: BaseIdempotencySerializer) -> str:
+    # A built-in serializer's error without what its message may quote of the result (the bytes Pydantic could
+    # not dump); a serializer of the application's, its own words.
+    from consumer._describe import reason  # noqa: PLC0415 - a failure only
+    from consumer._round_trip import ChecksReplay  # noqa: PLC0415 - loaded with the serializer
+
+    return reason(error) if isinstance(serializer, ChecksReplay) else repr(error)
+
+
+def _check_replay(result: Any, text: str, serializer: BaseIdempotencySerializer) -> None:
+    from consumer._round_trip import ChecksReplay, NotReplayableError  # noqa: PLC0415 - loaded with the serializer
+
+    if isinstance(serializer, ChecksReplay):
         try:
-            result = serializer.to_dict(result)
-        except Exception as e:
-            msg = f"{serializer!r}.to_dict failed on a result of type {type(result).__qualname__}: {e!r}"
+            serializer.check_replay(result, text)
+        except NotReplayableError as e:
+            msg = f"{serializer!r} would not replay the result as itself: {e}"
             raise ResultEncodingError(msg) from e
-    return encode_result(result)
 
 
 def unstored(
@@ -75,9 +105,11 @@ def decode_output(record: IdempotencyRecord, serializer: BaseIdempotencySerializ
         value = decode_result(record.response)
         return value if serializer is None or value is None else serializer.from_dict(value)
     except Exception as e:
+        from consumer._describe import describe  # noqa: PLC0415 - a failed replay only
+
         by = "" if serializer is None else f" by {serializer!r}"
-        msg = (
-            f"the stored response of {record.key!r} cannot be replayed{by} ({type(e).__name__}: {e}); the body does "
+        msg = (  # what is said of the error quotes no stored value: this message is logged
+            f"the stored response of {record.key!r} cannot be replayed{by} ({describe(e)}); the body does "
             "not run again: make the response fit (a model or serializer that reads it), or delete the record"
         )
         raise ResponseDecodeError(msg, key=record.key, existing_record=record) from e
@@ -111,7 +143,7 @@ class FunctionOutput:
             IdempotencyModelTypeError: The declared class cannot serialize the return annotation.
             IdempotencyNoSerializationModelError: A serializer class was declared without a return annotation.
         """
-        from consumer._typed import UnresolvedAnnotationError  # noqa: PLC0415 - only decorated functions need these
+        from consumer._annotations import UnresolvedAnnotationError  # noqa: PLC0415 - only decorated functions need these
         from consumer.serialization import BaseIdempotencyModelSerializer, BaseIdempotencySerializer  # noqa: PLC0415
 
         is_class = isinstance(declared, type) and issubclass(declared, BaseIdempotencyModelSerializer)
@@ -132,7 +164,7 @@ class FunctionOutput:
                 (``IdempotencyNoSerializationModelError`` for a declared class).
         """
         if self._serializer is _UNRESOLVED:
-            from consumer._typed import UnresolvedAnnotationError, UnresolvedReturnError  # noqa: PLC0415 - see __init__
+            from consumer._annotations import UnresolvedAnnotationError, UnresolvedReturnError  # noqa: PLC0415 - see __init__
 
             try:
                 self._serializer = self._resolve()
@@ -150,7 +182,7 @@ class FunctionOutput:
         return self._serializer
 
     def _resolve(self) -> BaseIdempotencySerializer | None:
-        from consumer._typed import NO_ANNOTATION, namespace_of, resolve_fields, return_type  # noqa: PLC0415
+        from consumer._annotations import NO_ANNOTATION, namespace_of, resolve_fields, return_type  # noqa: PLC0415
         from consumer.serialization import serializer_for  # noqa: PLC0415
 
         declared = self._declared

@@ -5,7 +5,8 @@ before the partial batch response is returned. An ``Exception`` raised by the ap
 by standard output, or by its ``on_outcome`` hook is logged (or, for logging itself, written to ``stderr``) and
 the report goes on with the next record. A ``BaseException`` (``KeyboardInterrupt``, ``SystemExit``) raised by
 the hook propagates, as one raised by a record handler does: the invocation fails and Lambda redelivers the
-whole batch, whose committed records replay. Nothing is lost either way.
+whole batch, whose committed records replay. Nothing is lost either way. A batch that such a ``BaseException``
+stopped is reported too, before it propagates: its decided records, and an ERROR summary naming it.
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ from consumer.metrics import document
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from consumer._batch_event import BatchSummary
     from consumer._batch_run import Item, RunSettings
     from consumer._context import LambdaContext
-    from consumer.batch import BatchSummary
     from consumer.metrics import Metrics
 
 #: ``on_outcome(item)``: called once per record with its :class:`~consumer.Item`; what it returns is ignored.
@@ -71,25 +72,41 @@ class Reporter:
         context: LambdaContext | None,
         *,
         any_failed: bool,
+        unguarded_by_design: bool = False,
+        interrupted: BaseException | None = None,
     ) -> None:
-        """Log each record that is not plain success and the summary, write the metrics, call the hook."""
+        """Log each record that is not plain success and the summary, write the metrics, call the hook.
+
+        Args:
+            settings: The run's settings.
+            items: The batch's records, with their outcomes.
+            summary: Their counts.
+            context: The invocation's Lambda context.
+            any_failed: Whether any record is reported in ``batchItemFailures`` (the summary is a WARNING).
+            unguarded_by_design: The processor has no store and its handler no guard of its own: every record runs
+                unguarded, as the processor warned once; no line per record says so again.
+            interrupted: The ``BaseException`` that stopped the run: only decided records are reported, the
+                summary is an ERROR naming it, and it propagates once the report is written.
+        """
         source = summary.event_type
-        if any_failed or summary.unguarded:
-            quiet = {Outcome.PROCESSED, Outcome.REPLAYED}
-            if summary.unguarded and idempotency_disabled():  # users' unit tests: unguarded by request, no line each
+        if any_failed or summary.unguarded or interrupted is not None:
+            quiet: set[Outcome | None] = {Outcome.PROCESSED, Outcome.REPLAYED}
+            if summary.unguarded and (unguarded_by_design or idempotency_disabled()):  # unguarded by request
                 quiet.add(Outcome.UNGUARDED)
-            for item in items:
-                if item.outcome not in quiet:
-                    try:
-                        _outcomes_log.log_item(item, source, context, settings.deadline_margin_ms)
-                    except Exception as e:  # noqa: BLE001 - a log line is never an outcome
-                        _outcomes_log.unlogged(f"the log record of record {item.item_id}", e)
-        _outcomes_log.log_summary(summary, context, any_failed=any_failed)
+            if interrupted is not None:
+                quiet.add(None)  # not decided: the whole batch comes back, which the summary says
+            _log_items([item for item in items if item.outcome not in quiet], source, context, settings)
+        if interrupted is None:
+            _outcomes_log.log_summary(summary, context, any_failed=any_failed)
+        else:
+            undecided = sum(1 for item in items if item.outcome is None)
+            _outcomes_log.log_interrupted(summary, undecided, interrupted, context)
         if self.metrics is not None:
             self._write_metrics(self.metrics, settings, summary, context)
         if self.on_outcome is not None:
             for item in items:
-                self._call_hook(self.on_outcome, item, source, context)
+                if item.outcome is not None or interrupted is None:
+                    self._call_hook(self.on_outcome, item, source, context)
 
     @staticmethod
     def _write_metrics(
@@ -138,3 +155,11 @@ class Reporter:
                     error=None,
                 ),
             )
+
+
+def _log_items(items: list[Item], source: str, context: LambdaContext | None, settings: RunSettings) -> None:
+    for item in items:
+        try:
+            _outcomes_log.log_item(item, source, context, settings.deadline_margin_ms)
+        except Exception as e:  # noqa: BLE001, PERF203 - a log line is never an outcome; raised only if logging fails
+            _outcomes_log.unlogged(f"the log record of record {item.item_id}", e)

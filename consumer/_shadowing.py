@@ -79,7 +79,8 @@ def shadowing_in(directory: Path) -> str | None:
 
     What ``idempotent-consumer invoke`` checks before it puts the function's directory first on ``sys.path``: in
     Lambda that directory comes first too. A copy of this distribution installed there (``pip install --target``,
-    ``sam build``: its ``.dist-info`` beside it) is not a shadow.
+    ``sam build``: its ``.dist-info`` beside it), or a source checkout of it (``invoke`` run from a clone of the
+    repository), is not a shadow.
 
     Args:
         directory: The function's root directory.
@@ -94,7 +95,12 @@ def shadowing_in(directory: Path) -> str | None:
         found = Path(spec.origin)
         if found.name.startswith("__init__."):
             found = found.parent
-            if _same(found, _HOME / name) or any(directory.glob("idempotent_consumer-*.dist-info")):
+            if _same(found, _HOME / name) or _a_copy_of_ours(found, directory):
                 continue
         return shadowing_message(name, found, _HOME / name)
     return None
+
+
+def _a_copy_of_ours(found: Path, directory: Path) -> bool:
+    """Whether the package folder ``found`` is this distribution's: installed there, or its source (this module)."""
+    return any(directory.glob("idempotent_consumer-*.dist-info")) or (found / "_shadowing.py").is_file()

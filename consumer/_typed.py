@@ -1,9 +1,10 @@
 """Results in their stored form and back, led by a type: dataclasses and Pydantic models, nested in containers.
 
-:func:`plain` turns every dataclass and Pydantic model inside a result into a dict (no type needed: it walks the
-value). :func:`rebuild` walks a stored value alongside a type expression and turns each dict found where the type
-says a dataclass or a model back into one; everything else stays as the result encoder replayed it (exact types:
-tuples, Decimals, datetimes, ...). Pydantic is never imported here: a class can only be a Pydantic model once
+:func:`plain` turns every dataclass and Pydantic model inside a result into a dict, and every enum member into its
+value (no type needed: it walks the value). :func:`rebuild` walks a stored value alongside a type expression and
+turns each dict found where the type says a dataclass or a model back into one, and each value where it says an
+enum into its member; everything else stays as the result encoder replayed it (exact types: tuples, Decimals,
+datetimes, ...). Pydantic is never imported here: a class can only be a Pydantic model once
 ``pydantic`` is imported by whoever defined it.
 """
 
@@ -11,24 +12,30 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import datetime as dt
+import decimal
+import enum
+import functools
+import inspect
 import json
 import sys
 import types
 import typing
+import uuid
 import weakref
 from typing import Any
 
+from consumer._annotations import core, field_types, is_dataclass_type
 from consumer._errors import IdempotencyModelTypeError
+from consumer._positions import (
+    MissingFieldsError,
+    NotAMemberError,
+    StoredFormError,
+    UnknownFieldsError,
+    reached,
+    stepped,
+)
 from consumer._serde import _name
-
-
-class UnresolvedAnnotationError(IdempotencyModelTypeError):
-    """An annotation names something its module does not define (yet): the type it stands for is unknown."""
-
-
-class UnresolvedReturnError(UnresolvedAnnotationError):
-    """A function's return annotation does not resolve (it may not name a dataclass or a model at all)."""
-
 
 _CONTAINERS = (list, tuple, set, frozenset)
 _SEQUENCES = frozenset(
@@ -54,11 +61,6 @@ _SETS: dict[Any, type] = {
 }
 
 
-def is_dataclass_type(tp: Any) -> bool:
-    """Whether ``tp`` is a dataclass (the class, not an instance)."""
-    return isinstance(tp, type) and dataclasses.is_dataclass(tp)
-
-
 def is_model_type(tp: Any) -> bool:
     """Whether ``tp`` is a Pydantic v2 model class (``False`` without importing pydantic when nobody has)."""
     pydantic = sys.modules.get("pydantic")
@@ -67,32 +69,69 @@ def is_model_type(tp: Any) -> bool:
 
 def plain(value: Any) -> Any:
     """``value`` with every dataclass (its fields, as :func:`dataclasses.asdict` has them) and Pydantic model
-    (``model_dump(mode="json")``) inside it turned into a dict; lists, tuples, sets (a list, once they hold dicts)
-    and dict values are walked."""  # noqa: D205, D209
+    (:func:`dump`) inside it turned into a dict, and every enum member (a dict key too) into its value; lists,
+    tuples, sets (a list, once they hold dicts) and dict values are walked."""  # noqa: D205, D209
     t = type(value)
     if t is dict:
-        return {k: plain(v) for k, v in value.items()}
+        return {k.value if isinstance(k, enum.Enum) else k: plain(v) for k, v in value.items()}
     if t is list or t is tuple:
         return t(plain(v) for v in value)
     if t is set or t is frozenset:  # frozen dataclasses become dicts, which no set holds: then a list
         items = [plain(v) for v in value]
         return items if any(type(v) is dict for v in items) else t(items)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if hasattr(t, "__dataclass_fields__") and not isinstance(value, type):
+        return {name: plain(getattr(value, name)) for name in fields_of(t)}
     if is_model_type(t):
-        return value.model_dump(mode="json")
-    return value
+        return dump(value)
+    return plain(value.value) if isinstance(value, enum.Enum) else value  # rebuilt from its position's annotation
 
 
-def _core(tp: Any) -> Any:
-    # Annotated[X, ...] is X; a NewType is its supertype.
-    while True:
-        if typing.get_origin(tp) is typing.Annotated:
-            tp = typing.get_args(tp)[0]
-        elif isinstance(tp, typing.NewType):
-            tp = tp.__supertype__
-        else:
-            return tp
+def dump(model: Any) -> Any:
+    """The stored form of a Pydantic model: ``model_dump(mode="json", round_trip=True)``, which :func:`rebuild`
+    validates back.
+
+    ``round_trip`` leaves computed fields out (a model that forbids extra fields refuses them) and keeps ``Json``
+    fields as text. Fields are stored by name where Pydantic can validate by name whatever the model's alias
+    settings (2.11 and later), else by alias, the form a model always validates. A model whose ``model_dump``
+    override does not take these keywords is stored as ``model_dump(mode="json")``, as the override has it.
+    """  # noqa: D205 - the summary needs two lines
+    if not _takes_round_trip(type(model)):
+        return model.model_dump(mode="json")
+    return model.model_dump(mode="json", round_trip=True, by_alias=not _validates_by_name())
+
+
+# Whether the model_dump of each model class met so far takes round_trip= and by_alias= (an override may not).
+_ROUND_TRIP: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
+
+
+def _takes_round_trip(cls: type) -> bool:
+    method = getattr(cls, "model_dump", None)
+    if method is sys.modules["pydantic"].BaseModel.model_dump:
+        return True
+    known = _ROUND_TRIP.get(cls)
+    if known is None:
+        known = _ROUND_TRIP[cls] = _takes(method, {"round_trip", "by_alias"})
+    return known
+
+
+def _takes(function: Any, names: set[str]) -> bool:
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):  # a signature Python cannot tell: taken to be Pydantic's
+        return True
+    named = {p.name for p in parameters if p.kind in {p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY}}
+    return any(p.kind is p.VAR_KEYWORD for p in parameters) or names <= named
+
+
+def _validates_by_name() -> bool:
+    # Whether this Pydantic takes by_name= when validating (2.11 and later); pydantic is imported: a model exists.
+    return _version_at_least(sys.modules["pydantic"].VERSION, (2, 11))
+
+
+@functools.cache
+def _version_at_least(version: str, wanted: tuple[int, int]) -> bool:
+    major, minor = (int("".join(c for c in part if c.isdigit()) or 0) for part in version.split(".")[:2])
+    return (major, minor) >= wanted
 
 
 def optional_of(tp: Any) -> Any:
@@ -101,13 +140,13 @@ def optional_of(tp: Any) -> Any:
     Raises:
         IdempotencyModelTypeError: A union of several types besides ``None``: a stored dict does not say which.
     """
-    tp = _core(tp)
+    tp = core(tp)
     if typing.get_origin(tp) in (typing.Union, types.UnionType):
         rest = [arg for arg in typing.get_args(tp) if arg is not type(None)]
         if len(rest) != 1:
             msg = f"{tp} is a union of several types: a stored value does not say which of them to rebuild"
             raise IdempotencyModelTypeError(msg)
-        return _core(rest[0])
+        return core(rest[0])
     return tp
 
 
@@ -120,12 +159,12 @@ def holds_models(tp: Any) -> bool:
     try:
         tp = optional_of(tp)
     except IdempotencyModelTypeError:
-        if any(holds_models(arg) for arg in typing.get_args(_core(tp))):
+        if any(holds_models(arg) for arg in typing.get_args(core(tp))):
             raise
         return False
-    if is_dataclass_type(tp) or is_model_type(tp):
-        return True
     origin = typing.get_origin(tp)
+    if is_dataclass_type(tp) or is_model_type(tp) or is_dataclass_type(origin):  # Box[Line]: a generic dataclass
+        return True
     if origin in _SEQUENCES or origin in _MAPPINGS:
         return any(holds_models(arg) for arg in typing.get_args(tp) if arg is not Ellipsis)
     return False
@@ -134,137 +173,160 @@ def holds_models(tp: Any) -> bool:
 def rebuild(tp: Any, value: Any) -> Any:
     """``value`` (a stored result) with each dict in a dataclass or model position of ``tp`` rebuilt as one.
 
-    ``None`` stays ``None``; a union of several types, a type variable, ``Any`` and every type that is not a
-    dataclass, a model or a container of them leave the value as stored.
+    An enum position holds the member of that value; a generic dataclass (``Box[Line]``) has its type variables
+    replaced by the arguments given. ``None`` stays ``None``; a union of several types, a type variable, ``Any``
+    and every type that is not a dataclass, a model, an enum or a container of them leave the value as stored.
+    An exception raised on the way notes where (:func:`consumer._positions.position`).
 
     Raises:
-        TypeError: A dataclass position holds something other than a dict of its fields.
+        StoredFormError: A dataclass position holds something other than a dict of its fields (a ``TypeError``).
+        NotAMemberError: An enum position holds no value of its members (a ``ValueError``).
         Exception: Whatever the dataclass's constructor or the model's validation raises.
     """
-    if value is None:
-        return None
+    if value is None or tp is Any or (type(tp) is type and tp in _LEAVES):
+        return value
     try:
         tp = optional_of(tp)
     except IdempotencyModelTypeError:
         return value
-    if is_dataclass_type(tp):
-        return _dataclass(tp, value)
-    if is_model_type(tp):
-        return _model(tp, value)
-    return _contents(tp, value)
+    try:
+        if is_dataclass_type(tp):
+            return _dataclass(tp, value, field_types(tp))
+        if is_model_type(tp):
+            return _model(tp, value)
+        if isinstance(tp, enum.EnumMeta):
+            return _member(tp, value)
+        return _contents(tp, value)
+    except Exception as e:
+        reached(e, tp)
+        raise
+
+
+# Types rebuild() leaves as they are, told apart without a call (the fields of most dataclasses).
+_LEAVES = frozenset(
+    (str, int, float, bool, bytes, bytearray, decimal.Decimal, dt.datetime, dt.date, dt.time, dt.timedelta, uuid.UUID)
+)
+
+
+def _member(cls: Any, value: Any) -> Any:
+    try:
+        return cls(value)  # a member given its value (or itself)
+    except ValueError:  # its message quotes the value: data, not for a log line
+        raise NotAMemberError(cls) from None
 
 
 def _model(model: Any, value: Any) -> Any:
+    # By field name or by alias, whichever the record has (by name as dump() stores it, by alias as Powertools and
+    # earlier versions stored a model that serializes by alias), where Pydantic can be told to read both (2.11+);
+    # before, as a model reads by default: by alias (and by name too with populate_by_name).
+    names = {"by_alias": True, "by_name": True} if _validates_by_name() else {}
     try:  # JSON in, as model_dump(mode="json") wrote it: strict models accept their JSON forms (dates as text)
         text = json.dumps(value)
     except (TypeError, ValueError):  # not JSON data: validated as it is
-        return model.model_validate(value)
-    return model.model_validate_json(text)
+        return model.model_validate(value, **names)
+    return model.model_validate_json(text, **names)
+
+
+def _generic_dataclass(tp: Any, value: Any) -> Any:
+    # Box[Line]: the fields of Box, each type variable replaced by its argument (Any when not given).
+    cls = typing.get_origin(tp)
+    given = dict(zip(getattr(cls, "__parameters__", ()), typing.get_args(tp), strict=False))
+    return _dataclass(cls, value, {name: _substitute(hint, given) for name, hint in field_types(cls).items()})
+
+
+def _substitute(hint: Any, given: dict[Any, Any]) -> Any:
+    if isinstance(hint, typing.TypeVar):
+        return given.get(hint, Any)
+    params = () if isinstance(hint, type) else getattr(hint, "__parameters__", ())  # list[T], T | None, Box[T]
+    return hint[tuple(given.get(p, Any) for p in params)] if params else hint
 
 
 def _contents(tp: Any, value: Any) -> Any:
-    # The elements of a container type, rebuilt; a value that is not such a container stays as stored.
+    # The elements of a container type (the fields of a generic dataclass), rebuilt; a value that is not such a
+    # container stays as stored.
     origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if is_dataclass_type(origin):
+        return _generic_dataclass(tp, value)
     if args and origin in _MAPPINGS and isinstance(value, dict) and len(args) == 2:  # noqa: PLR2004 - key, value
-        return {rebuild(args[0], k): rebuild(args[1], v) for k, v in value.items()}
+        return _entries(args[0], args[1], value)
     if not args or origin not in _SEQUENCES or type(value) not in _CONTAINERS:
         return value
     if origin in _SETS and type(value) is list:  # a set of dataclasses is stored as a list
-        return _SETS[origin](rebuild(args[0], v) for v in value)
+        return _SETS[origin](_each([args[0]] * len(value), value))
     if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):  # noqa: PLR2004 - tuple[X, ...]
-        return tuple([rebuild(a, v) for a, v in zip(args, value, strict=False)] + list(value[len(args) :]))
-    return type(value)(rebuild(args[0], v) for v in value)
+        return tuple(_each(args, value) + list(value[len(args) :]))
+    return type(value)(_each([args[0]] * len(value), value))
 
 
-def _dataclass(cls: type, value: Any) -> Any:
+def _each(hints: Any, values: Any) -> list[Any]:
+    # Each value rebuilt as the type beside it (the shorter of the two sets the length).
+    rebuilt: list[Any] = []
+    try:
+        for tp, value in zip(hints, values, strict=False):
+            rebuilt.append(rebuild(tp, value))
+    except Exception as e:
+        stepped(e, ("index", len(rebuilt)))
+        raise
+    return rebuilt
+
+
+def _entries(key_type: Any, value_type: Any, value: dict[Any, Any]) -> dict[Any, Any]:
+    rebuilt, i, part = {}, 0, "key"
+    try:
+        for k, v in value.items():
+            part = "key"
+            key = rebuild(key_type, k)
+            part = "value"
+            rebuilt[key] = rebuild(value_type, v)
+            i += 1
+    except Exception as e:
+        stepped(e, (part, i))  # the key by its place: keys are data
+        raise
+    return rebuilt
+
+
+def _dataclass(cls: type, value: Any, hints: dict[str, Any]) -> Any:
     if not isinstance(value, dict):
-        raise TypeError(f"a {_name(cls)} is stored as a dict of its fields, found {type(value).__name__}")
-    fields = {f.name: f for f in dataclasses.fields(cls)}
+        raise StoredFormError(f"a {_name(cls)} is stored as a dict of its fields, found {type(value).__name__}")
+    fields = fields_of(cls)
     unknown = sorted(map(str, value.keys() - fields.keys()))
     if unknown:
-        raise TypeError(f"{_name(cls)} has no field {', '.join(map(repr, unknown))}")
-    hints = field_types(cls)
-    values = {name: rebuild(hints.get(name, Any), v) for name, v in value.items()}
-    made = cls(**{name: v for name, v in values.items() if fields[name].init})
+        raise UnknownFieldsError(cls, unknown)
+    values, name = {}, ""
+    try:
+        for name, v in value.items():
+            values[name] = rebuild(hints.get(name, Any), v)
+    except Exception as e:
+        stepped(e, ("field", name))
+        raise
+    if values.keys() == fields.keys():
+        # Every field as the first run had it, without running __init__ / __post_init__ again (which would derive
+        # a value from a value already derived, or need an InitVar that was never stored).
+        made: Any = object.__new__(cls)
+        for name, v in values.items():
+            object.__setattr__(made, name, v)
+        return made
+    missing = [n for n, f in fields.items() if n not in values and f.init and _required(f)]
+    if missing:
+        raise MissingFieldsError(cls, missing)
+    made = cls(**{name: v for name, v in values.items() if fields[name].init})  # fields missing: their defaults
     for name, v in values.items():  # fields the constructor does not take hold what the first run had
         if not fields[name].init:
             object.__setattr__(made, name, v)
     return made
 
 
-# The resolved field annotations of each dataclass met so far (a class defined in a test is let go with it).
-_FIELD_TYPES: weakref.WeakKeyDictionary[type, dict[str, Any]] = weakref.WeakKeyDictionary()
+# The fields of each dataclass met so far, by name (a class defined in a test is let go with it).
+_FIELDS: weakref.WeakKeyDictionary[type, dict[str, dataclasses.Field[Any]]] = weakref.WeakKeyDictionary()
 
 
-def field_types(cls: type, namespace: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The resolved annotations of a dataclass's fields (``from __future__ import annotations`` included).
-
-    They are resolved in the class's module, else in ``namespace`` (the globals of the function returning it:
-    code run by ``exec``, whose classes have no module), and kept for the next call.
-
-    Raises:
-        UnresolvedAnnotationError: An annotation names something neither defines (a class defined inside a
-            function, or imported only under ``TYPE_CHECKING``).
-    """
-    known = _FIELD_TYPES.get(cls)
-    if known is not None:
-        return known
-    first: Exception | None = None
-    for localns in (None,) if namespace is None else (None, namespace):
-        try:
-            hints = typing.get_type_hints(cls, localns=localns, include_extras=True)
-        except Exception as e:  # noqa: BLE001 - any error of an annotation's evaluation: the first one is reported
-            first = first or e
-            continue
-        _FIELD_TYPES[cls] = hints
-        return hints
-    msg = f"the field annotations of {_name(cls)} cannot be resolved in its module ({type(first).__name__}: {first})"
-    raise UnresolvedAnnotationError(msg) from first
+def fields_of(cls: type) -> dict[str, dataclasses.Field[Any]]:
+    """The fields of a dataclass by name, in order (:func:`dataclasses.fields`, kept for the next call)."""
+    known = _FIELDS.get(cls)
+    if known is None:
+        known = _FIELDS[cls] = {f.name: f for f in dataclasses.fields(cls)}
+    return known
 
 
-def resolve_fields(tp: Any, namespace: dict[str, Any] | None = None, seen: set[type] | None = None) -> None:
-    """Resolve, for :func:`rebuild`, the field annotations of every dataclass ``tp`` leads to.
-
-    Raises:
-        UnresolvedAnnotationError: As :func:`field_types`.
-    """
-    seen = set() if seen is None else seen
-    tp = _core(tp)
-    if is_dataclass_type(tp) and tp not in seen:
-        seen.add(tp)
-        for hint in field_types(tp, namespace).values():
-            resolve_fields(hint, namespace, seen)
-    for arg in typing.get_args(tp):
-        resolve_fields(arg, namespace, seen)
-
-
-#: What :func:`return_type` answers for a function without a return annotation.
-NO_ANNOTATION: Any = object()
-
-
-def return_type(function: Any) -> Any:
-    """The resolved return annotation of ``function`` (``-> None`` is ``NoneType``), or :data:`NO_ANNOTATION`.
-
-    Raises:
-        UnresolvedReturnError: The annotation is text that does not resolve in the function's module (yet).
-    """
-    annotations = getattr(function, "__annotations__", None)
-    if not isinstance(annotations, dict) or "return" not in annotations:
-        return NO_ANNOTATION
-    annotation = annotations["return"]
-    if not isinstance(annotation, str):
-        return type(None) if annotation is None else annotation
-    holder = types.SimpleNamespace(__annotations__={"return": annotation})
-    try:
-        return typing.get_type_hints(holder, namespace_of(function), None, include_extras=True)["return"]
-    except Exception as e:
-        msg = f"the return annotation of {function!r} does not resolve ({type(e).__name__}: {e})"
-        raise UnresolvedReturnError(msg) from e
-
-
-def namespace_of(function: Any) -> dict[str, Any]:
-    """The globals of the module that defined ``function`` (through ``functools.wraps`` wrappers)."""
-    while hasattr(function, "__wrapped__"):  # functools.wraps copies the annotations, not the module
-        function = function.__wrapped__
-    namespace = getattr(function, "__globals__", None)
-    return namespace if isinstance(namespace, dict) else {}
+def _required(field: dataclasses.Field[Any]) -> bool:
+    return field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING

@@ -13,15 +13,17 @@ from persistence import as_async_store
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
+    from consumer._batch_event import BatchEvent, PartialBatchResponse
     from consumer._batch_types import AsyncBatchOptions, RecordHandler
     from consumer._context import Clock, LambdaContext
+    from consumer._kafka import KafkaRecord
     from consumer._report import OutcomeHook
-    from consumer.batch import BatchEvent, PartialBatchResponse
     from consumer.config import IdempotencyConfig
     from consumer.event_sources import (
         DynamoDBStreamRecord,
         DynamoDBStreamsEventType,
         EventType,
+        KafkaEventType,
         KinesisEventType,
         KinesisRecord,
         Record,
@@ -97,6 +99,14 @@ class AsyncBatchProcessor(_Processor[RecordT]):
     ) -> None: ...
     @overload
     def __init__(
+        self: AsyncBatchProcessor[KafkaRecord],
+        event_type: KafkaEventType,
+        *,
+        store: PersistenceLayer | AsyncPersistenceLayer | None = None,
+        **options: Unpack[AsyncBatchOptions],
+    ) -> None: ...
+    @overload
+    def __init__(
         self: AsyncBatchProcessor[Record],
         event_type: EventType,
         *,
@@ -127,7 +137,8 @@ class AsyncBatchProcessor(_Processor[RecordT]):
                 async one. ``None``: as in :class:`~consumer.BatchProcessor` (only an ``@idempotent_function``
                 record handler is guarded).
             config: Key selection and timings (by default the record's own id is the key).
-            max_concurrency: Records that run at once (1: one after another, in batch order).
+            max_concurrency: Records that run at once (1: one after another, in batch order). A record meeting the
+                lock of another record of its batch waits for it, then replays its result (or runs, if it failed).
             deadline_margin_ms: No record starts, or keeps running with ``cancel_at_deadline``, with less than
                 this left before the Lambda deadline; it is reported failed instead.
             cancel_at_deadline: Cancel the bodies still running when the margin is reached (they release their
@@ -189,8 +200,12 @@ class AsyncBatchProcessor(_Processor[RecordT]):
         run = AsyncBatchRun(settings, handler, guard_passing, context, items)
         run.cancel_at_deadline = self.cancel_at_deadline
         with Invocation(context):
-            await run.arun()
-        return self._finish(settings, items, started, context)
+            try:
+                await run.arun()
+            except BaseException as e:  # asyncio.CancelledError included; the batch comes back whole
+                self._report(settings, guard_passing, items, started, context, any_failed=True, interrupted=e)
+                raise
+        return self._finish(settings, guard_passing, items, started, context)
 
 
 async def async_process_partial_response(

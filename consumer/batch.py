@@ -1,4 +1,4 @@
-"""Partial batch responses: each record of an SQS, Kinesis or DynamoDB Streams batch in its own guard."""
+"""Partial batch responses: each record of an SQS, Kinesis, DynamoDB Streams or Kafka batch in its own guard."""
 
 from __future__ import annotations
 
@@ -8,39 +8,48 @@ import functools
 import logging
 import threading
 import time
-from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypedDict, overload
+from typing import TYPE_CHECKING, Any, Generic, overload
 
-from consumer._batch_run import BatchRun, Item, Outcome, RunSettings
+from consumer._batch_event import (
+    BatchEvent,
+    BatchEventError,
+    BatchItemFailure,
+    BatchProcessingError,
+    BatchSummary,
+    PartialBatchResponse,
+    parse,
+    records_of,
+    summarize,
+)
+from consumer._batch_run import BatchRun, Item, RunSettings
 from consumer._context import Invocation, system_clock
-from consumer._handlers import LAMBDA_CONTEXT, OWN, handler_shape
+from consumer._handlers import LAMBDA_CONTEXT, OWN, handler_shape, refuse_dropped_cutover
 from consumer._report import Reporter, check_hook
 from consumer.event_sources import (
     EventType,
     RecordT,
-    item_identifier,
-    ordering_key,
-    parse_record,
+    failure_identifier,
     resolve_event_type,
 )
 from consumer.metrics import resolve
-from persistence import IdempotencyError, LockLostError, is_async_store
+from persistence import is_async_store
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable
 
-    from aws_lambda_typing.events import DynamoDBStreamEvent, KinesisStreamEvent, SQSEvent
     from typing_extensions import Unpack
 
     from consumer._batch_types import BatchOptions, RecordHandler
     from consumer._context import Clock, LambdaContext
+    from consumer._kafka import KafkaRecord
     from consumer._report import OutcomeHook
     from consumer.config import IdempotencyConfig
     from consumer.event_sources import (
         DynamoDBStreamRecord,
         DynamoDBStreamsEventType,
+        KafkaEventType,
         KinesisEventType,
         KinesisRecord,
         Record,
@@ -50,63 +59,20 @@ if TYPE_CHECKING:
     from consumer.metrics import Metrics
     from persistence import AsyncPersistenceLayer, PersistenceLayer
 
+__all__ = [  # the types of _batch_event are part of this module's API, as they were defined here
+    "BatchEvent",
+    "BatchEventError",
+    "BatchItemFailure",
+    "BatchProcessingError",
+    "BatchProcessor",
+    "BatchSummary",
+    "PartialBatchResponse",
+    "SqsFifoPartialProcessor",
+    "process_partial_response",
+]
 
 logger = logging.getLogger("idempotent_consumer")
-_ERRORS_SHOWN = 3  # causes named in a BatchProcessingError's message (all are in .errors)
-
-
-#: The events a batch processor takes (aws-lambda-typing's TypedDicts; plain dicts work the same).
-BatchEvent: TypeAlias = "SQSEvent | KinesisStreamEvent | DynamoDBStreamEvent | Mapping[str, Any]"
-
-
-class BatchItemFailure(TypedDict):
-    """One entry of ``batchItemFailures``."""
-
-    itemIdentifier: str
-
-
-class PartialBatchResponse(TypedDict):
-    """What a handler returns with ``FunctionResponseTypes: [ReportBatchItemFailures]``."""
-
-    batchItemFailures: list[BatchItemFailure]
-
-
-class BatchEventError(IdempotencyError, ValueError):
-    """The event as a whole is unusable (no ``Records``, a record without its identifier)."""
-
-
-class BatchProcessingError(IdempotencyError):
-    """Every record of the batch failed. ``errors`` maps each record's identifier to its cause.
-
-    Attributes:
-        errors: ``(item identifier, exception)`` for every failed record.
-        response: The partial batch response that would have been returned.
-    """
-
-    def __init__(self, errors: list[tuple[str, BaseException]], response: PartialBatchResponse) -> None:
-        """Build the error from every record's cause."""
-        shown = "; ".join(f"{item_id}: {error!r}" for item_id, error in errors[:_ERRORS_SHOWN])
-        more = "; ..." if len(errors) > _ERRORS_SHOWN else ""
-        super().__init__(f"all {len(errors)} records failed ({shown}{more})")
-        self.errors = errors
-        self.response = response
-
-
-@dataclass(frozen=True, slots=True)
-class BatchSummary:
-    """What one invocation did with its batch."""
-
-    event_type: str
-    records: int
-    processed: int
-    replayed: int
-    unguarded: int
-    failed: int
-    in_progress: int
-    skipped: int
-    deferred: int
-    duration_ms: float
-    lock_lost: int = 0  # of the failed: their commit was refused, another invocation took the record over
+_NO_HEADERS = (EventType.KINESIS, EventType.DYNAMODB_STREAMS)  # sources whose records have no header to key on
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +101,9 @@ class _Processor(Generic[RecordT]):
     ) -> None:
         if deadline_margin_ms < 0:
             raise ValueError(f"deadline_margin_ms must not be negative, got {deadline_margin_ms}")
+        if config is not None and config.key_header is not None and event_type in _NO_HEADERS:
+            msg = f"key_header: {event_type.value} records carry no headers; select the key with event_key_jmespath"
+            raise ValueError(msg)
         self.event_type = event_type
         self.raise_on_entire_batch_failure = raise_on_entire_batch_failure
         self._settings = RunSettings(
@@ -196,6 +165,8 @@ class _Processor(Generic[RecordT]):
         """  # noqa: D205 - one sentence
         self._keep(None)  # an invocation that raises leaves no summary of an earlier batch behind
         shape = handler_shape(record_handler, async_ok=async_ok)
+        if shape.guard_passing == OWN:
+            refuse_dropped_cutover(self._settings.config, record_handler)
         if self._settings.store is None and shape.guard_passing != OWN and not self._warned_unguarded:
             self._warned_unguarded = True
             logger.warning(
@@ -205,20 +176,51 @@ class _Processor(Generic[RecordT]):
             )
         if shape.lambda_context and shape.guard_passing != OWN:
             record_handler = functools.partial(record_handler, **{LAMBDA_CONTEXT: context})
-        event_type = resolve_event_type(self.event_type, _records_of(event))
-        items = _parse(event_type, _records_of(event))
+        raws = records_of(event, self.event_type)
+        event_type = resolve_event_type(self.event_type, raws)
+        items = parse(event_type, raws)
         settings = dataclasses.replace(self._settings, event_type=event_type)
         return settings, record_handler, shape.guard_passing, items
 
+    def _report(
+        self,
+        settings: RunSettings,
+        guard_passing: str,
+        items: list[Item],
+        started: float,
+        context: LambdaContext | None,
+        *,
+        any_failed: bool,
+        interrupted: BaseException | None = None,
+    ) -> None:
+        """Keep the summary (``processor.summary``) and report it: logs, metrics, the outcome hook."""
+        summary = summarize(settings.event_type, items, (time.perf_counter() - started) * 1000)
+        self._keep(_Batch(items, summary))
+        by_design = settings.store is None and guard_passing != OWN  # warned once when the processor first ran
+        self._reporter.report(
+            settings,
+            items,
+            summary,
+            context,
+            any_failed=any_failed,
+            unguarded_by_design=by_design,
+            interrupted=interrupted,
+        )
+
     def _finish(
-        self, settings: RunSettings, items: list[Item], started: float, context: LambdaContext | None
+        self,
+        settings: RunSettings,
+        guard_passing: str,
+        items: list[Item],
+        started: float,
+        context: LambdaContext | None,
     ) -> PartialBatchResponse:
         """Build the partial batch response, keep and report the summary, raise if every record failed."""
         failures = [i for i in items if i.outcome is None or not i.outcome.succeeded]
-        response: PartialBatchResponse = {"batchItemFailures": [{"itemIdentifier": i.item_id} for i in failures]}
-        summary = _summarize(settings.event_type, items, (time.perf_counter() - started) * 1000)
-        self._keep(_Batch(items, summary))
-        self._reporter.report(settings, items, summary, context, any_failed=bool(failures))  # logs, metrics, hook
+        response: PartialBatchResponse = {
+            "batchItemFailures": [{"itemIdentifier": failure_identifier(i.record, i.item_id)} for i in failures]
+        }
+        self._report(settings, guard_passing, items, started, context, any_failed=bool(failures))
         if failures and len(failures) == len(items) and self.raise_on_entire_batch_failure:
             errors = [(i.item_id, i.error or RuntimeError(f"not run: {i.outcome}")) for i in failures]
             raise BatchProcessingError(errors, response)
@@ -283,6 +285,14 @@ class BatchProcessor(_Processor[RecordT]):
     ) -> None: ...
     @overload
     def __init__(
+        self: BatchProcessor[KafkaRecord],
+        event_type: KafkaEventType,
+        *,
+        store: PersistenceLayer | None = None,
+        **options: Unpack[BatchOptions],
+    ) -> None: ...
+    @overload
+    def __init__(
         self: BatchProcessor[Record],
         event_type: EventType,
         *,
@@ -312,7 +322,8 @@ class BatchProcessor(_Processor[RecordT]):
                 its own store); other handlers run without idempotency, as in Powertools.
             config: Key selection and timings (by default the record's own id is the key).
             max_workers: Records run in a thread pool of this size; records sharing an ordering key (FIFO
-                group, Kinesis partition key, DynamoDB item key) still run one after another, in order.
+                group, Kinesis partition key, DynamoDB item key, Kafka topic-partition) still run one after another,
+                in order. A record meeting the lock of another record of its batch waits for it, then replays.
             deadline_margin_ms: A record is not started with less than this left before the Lambda
                 deadline; it is reported failed instead, so the invocation returns rather than times out.
             stop_on_first_failure: After any failure, report every record not yet started as failed.
@@ -362,8 +373,12 @@ class BatchProcessor(_Processor[RecordT]):
         started = time.perf_counter()
         settings, handler, guard_passing, items = self._start(event, record_handler, context, async_ok=False)
         with Invocation(context):
-            BatchRun(settings, handler, guard_passing, context, items, self._workers()).run()
-        return self._finish(settings, items, started, context)
+            try:
+                BatchRun(settings, handler, guard_passing, context, items, self._workers()).run()
+            except BaseException as e:  # reported as far as it got; the batch comes back whole
+                self._report(settings, guard_passing, items, started, context, any_failed=True, interrupted=e)
+                raise
+        return self._finish(settings, guard_passing, items, started, context)
 
     def _workers(self) -> ThreadPoolExecutor | None:
         if self._settings.max_workers > 1 and self._pool is None:
@@ -391,45 +406,6 @@ class SqsFifoPartialProcessor(BatchProcessor["SQSRecord"]):
             **options: Any other :class:`BatchProcessor` option (``store``, ``config``, ``max_workers``...).
         """
         super().__init__(EventType.SQS_FIFO, skip_group_on_error=skip_group_on_error, **options)
-
-
-def _summarize(event_type: EventType, items: list[Item], duration_ms: float) -> BatchSummary:
-    counts = Counter(item.outcome for item in items)
-    lost = 0
-    if counts[Outcome.FAILED]:
-        lost = sum(1 for i in items if i.outcome is Outcome.FAILED and isinstance(i.error, LockLostError))
-    return BatchSummary(
-        event_type=event_type.value,
-        records=len(items),
-        duration_ms=round(duration_ms, 3),
-        lock_lost=lost,
-        **{outcome.value: counts[outcome] for outcome in Outcome},
-    )
-
-
-def _records_of(event: BatchEvent) -> list[Any]:
-    records = event.get("Records") if isinstance(event, dict) else None
-    if not isinstance(records, list):
-        raise BatchEventError("the event has no 'Records' list: is this a batch (SQS, Kinesis, DynamoDB Streams)?")
-    return records
-
-
-def _parse_one(event_type: EventType, index: int, raw: Any) -> Item:
-    try:
-        record = parse_record(event_type, raw)
-    except (KeyError, TypeError, AttributeError) as e:
-        # Without its identifier a record cannot be reported failed: fail the whole invocation so the
-        # batch is redelivered rather than lose it.
-        raise BatchEventError(f"record {index} of the batch is not a {event_type.value} record: missing {e}") from e
-    item_id = item_identifier(record)
-    if not isinstance(item_id, str) or not item_id:
-        # Lambda could not tell which record failed: fail the invocation, as for a missing identifier.
-        raise BatchEventError(f"record {index} of the batch has no usable identifier: {item_id!r}")
-    return Item(raw, record, item_id, ordering_key(record))
-
-
-def _parse(event_type: EventType, raws: list[Any]) -> list[Item]:
-    return [_parse_one(event_type, index, raw) for index, raw in enumerate(raws)]
 
 
 def process_partial_response(

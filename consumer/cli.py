@@ -52,6 +52,7 @@ KEY_EXAMPLES = """examples:
   # event.json: an event as Lambda delivers it
   idempotent-consumer key --event event.json
   idempotent-consumer key --event event.json --jmespath 'powertools_json(body).order_id' --prefix orders
+  idempotent-consumer key --event event.json --header Idempotency-Key
 """
 TABLE_EXAMPLES = """examples:
   idempotent-consumer table create --table IdempotencyTable --region eu-west-1
@@ -192,8 +193,14 @@ def _add_key(commands: Any) -> None:
     key = _subparser(commands, "key", "show the key each record of an event gets", KEY_EXAMPLES)
     key.add_argument("--event", required=True, metavar="FILE", help="the event, as JSON ('-' for stdin)")
     key.add_argument("--jmespath", default=None, metavar="EXPR", help="event_key_jmespath (default: the record's id)")
-    key.add_argument("--event-type", choices=["sqs", "kinesis", "dynamodb", "eventbridge"], default=None,
+    key.add_argument("--event-type", choices=["sqs", "kinesis", "dynamodb", "kafka", "eventbridge"], default=None,
                      help="default: detected from the event")  # fmt: skip
+    key.add_argument(
+        "--header",
+        default=None,
+        metavar="NAME",
+        help="key_header: a producer's key (Kafka header, SQS attribute, EventBridge detail field)",
+    )
     key.add_argument(
         "--prefix", default=None, metavar="P", help="key_prefix (default $AWS_LAMBDA_FUNCTION_NAME or local)"
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -60,6 +61,13 @@ class IdempotencyConfig:
         response_hook: Applied to a replayed response.
         powertools_cutover: While moving over from Powertools: read its table through for records our store does
             not know yet, until a given date (see :class:`consumer.PowertoolsCutover`).
+        key_header: A producer-set key, by name (``"Idempotency-Key"``, matched case-insensitively): a Kafka
+            header (its UTF-8 text; a value that is not UTF-8 keys as its bytes, unlike any text), an SQS message
+            attribute's ``stringValue``, an EventBridge event's ``detail`` field. The same
+            as ``event_key_jmespath="header(@, 'Idempotency-Key')"`` (the JMESPath function composes: ``header(@,
+            'Idempotency-Key') || messageId`` falls back to the message id); so not both. A record without it is
+            keyed by its own id (as without ``key_header``), so a redelivery still replays; with
+            ``raise_on_no_idempotency_key`` it fails instead. Kinesis and DynamoDB Streams processors refuse it.
         prefix: The key prefix in force (derived: ``key_prefix``, else the function name, else ``"local"``).
 
     Example:
@@ -80,6 +88,7 @@ class IdempotencyConfig:
     lock_grace_ms: int = 1000
     response_hook: ResponseHook | None = None
     powertools_cutover: PowertoolsCutover | None = None
+    key_header: str | None = None
     key_expression: ParsedResult | None = field(init=False, repr=False, compare=False, default=None)
     validation_expression: ParsedResult | None = field(init=False, repr=False, compare=False, default=None)
     local_caches: LocalCaches | None = field(init=False, repr=False, compare=False, default=None)
@@ -93,7 +102,7 @@ class IdempotencyConfig:
         _require(self.lock_grace_ms >= 0, f"lock_grace_ms must not be negative, got {self.lock_grace_ms!r}")
         _check_hash_function(self.hash_function)
         _require(self.key_prefix != "", "key_prefix must not be empty (use None for the default)")
-        object.__setattr__(self, "key_expression", _compile("event_key_jmespath", self.event_key_jmespath or None))
+        object.__setattr__(self, "key_expression", _compile("event_key_jmespath", self._key_jmespath()))
         validation = _compile("payload_validation_jmespath", self.payload_validation_jmespath or None)
         object.__setattr__(self, "validation_expression", validation)
         if self.use_local_cache:
@@ -118,6 +127,20 @@ class IdempotencyConfig:
             lambda_context: The handler's ``context`` argument.
         """
         register_invocation_context(lambda_context)
+
+    def _key_jmespath(self) -> str | None:
+        if self.key_header is None:
+            return self.event_key_jmespath or None  # "" is Powertools' "the whole event", as None is here
+        _require(
+            not self.event_key_jmespath,
+            "key_header and event_key_jmespath both select the key: give one (header(@, 'name') in an expression)",
+        )
+        _require(
+            isinstance(self.key_header, str) and self.key_header.strip() == self.key_header != "",
+            f"key_header must be a header name (no surrounding spaces), got {self.key_header!r}",
+        )
+        literal = json.dumps(self.key_header).replace("`", "\\`")  # a JMESPath JSON literal
+        return f"header(@, `{literal}`)"
 
     def cache_for(self, store: object) -> LocalCache | None:
         """The local cache of ``store`` (``None`` without ``use_local_cache``)."""

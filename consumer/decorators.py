@@ -268,7 +268,14 @@ def idempotent_function(
 
         decorated = async_wrapper if is_async(function) else wrapper
         own = GuardedFunction(
-            function, data_keyword_argument, resolved_store, resolved, clock, prefix, output.serializer
+            function,
+            data_keyword_argument,
+            resolved_store,
+            resolved,
+            clock,
+            prefix,
+            output.serializer,
+            weakref.ref(decorated),
         )
         setattr(decorated, "__idempotent_function__", own)  # noqa: B010 - read by the batch processors
         return decorated  # type: ignore[return-value]

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar, cast
 
 from consumer._attribute_values import deserialize_item
-from consumer._record_views import KinesisPayload, StreamRecordView
 from consumer._serde import canonical_json
 
 if TYPE_CHECKING:
@@ -20,12 +19,16 @@ if TYPE_CHECKING:
     from aws_lambda_typing.events.kinesis_stream import KinesisStreamRecord
     from aws_lambda_typing.events.sqs import SQSMessage
 
+    from consumer._kafka import KafkaItemIdentifier, KafkaRecord
+    from consumer._record_views import KinesisPayload, StreamRecordView
+
 
 class EventType(str, enum.Enum):
     """The batch sources the processor reads. ``SQS`` becomes ``SQS_FIFO`` for a ``.fifo`` queue's records.
 
-    ``KinesisDataStreams`` and ``DynamoDBStreams`` are Powertools' names, aliases of ``KINESIS`` and
-    ``DYNAMODB_STREAMS`` (the same members: ``EventType.KinesisDataStreams is EventType.KINESIS``).
+    ``KinesisDataStreams``, ``DynamoDBStreams`` and ``Kafka`` are Powertools' names, aliases of ``KINESIS``,
+    ``DYNAMODB_STREAMS`` and ``KAFKA`` (the same members: ``EventType.KinesisDataStreams is EventType.KINESIS``).
+    ``KAFKA`` reads Amazon MSK (``eventSource`` ``aws:kafka``) and self-managed Apache Kafka (``SelfManagedKafka``).
     """
 
     SQS = "sqs"
@@ -34,6 +37,8 @@ class EventType(str, enum.Enum):
     DYNAMODB_STREAMS = "dynamodb"
     KinesisDataStreams = "kinesis"  # noqa: PIE796 - an alias by design: Powertools' name for KINESIS
     DynamoDBStreams = "dynamodb"  # noqa: PIE796 - Powertools' name for DYNAMODB_STREAMS
+    KAFKA = "kafka"
+    Kafka = "kafka"  # noqa: PIE796 - Powertools' name for KAFKA
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +130,8 @@ class KinesisRecord:
     @property
     def kinesis(self) -> KinesisPayload:
         """Powertools' shape of the payload: ``record.kinesis.data_as_text()`` and the like."""
+        from consumer._record_views import KinesisPayload  # noqa: PLC0415 - by the first use: SQS never needs it
+
         return KinesisPayload(self)
 
     def key_data(self) -> KinesisStreamRecord:
@@ -172,6 +179,8 @@ class DynamoDBStreamRecord:
     @property
     def dynamodb(self) -> StreamRecordView:
         """Powertools' shape of the change: ``record.dynamodb.new_image`` and the like (plain values)."""
+        from consumer._record_views import StreamRecordView  # noqa: PLC0415 - by the first use: SQS never needs it
+
         return StreamRecordView(self)
 
     def key_data(self) -> DynamodbRecord:
@@ -186,16 +195,17 @@ class DynamoDBStreamRecord:
         return cls(raw, raw.get("eventID", ""), raw.get("eventName", ""), stream["SequenceNumber"], keys)
 
 
-Record: TypeAlias = "SQSRecord | KinesisRecord | DynamoDBStreamRecord"
+Record: TypeAlias = "SQSRecord | KinesisRecord | DynamoDBStreamRecord | KafkaRecord"
 
 #: The typed record a batch processor hands its record handler: ``BatchProcessor(EventType.SQS, ...)`` is a
 #: ``BatchProcessor[SQSRecord]``, and mypy rejects a handler of another source's records.
-RecordT = TypeVar("RecordT", bound="SQSRecord | KinesisRecord | DynamoDBStreamRecord")
+RecordT = TypeVar("RecordT", bound="SQSRecord | KinesisRecord | DynamoDBStreamRecord | KafkaRecord")
 
 if TYPE_CHECKING:  # the event types of each record class (an alias of a member belongs in its list too)
     SQSEventType: TypeAlias = Literal[EventType.SQS, EventType.SQS_FIFO]
-    KinesisEventType: TypeAlias = Literal[EventType.KINESIS]
-    DynamoDBStreamsEventType: TypeAlias = Literal[EventType.DYNAMODB_STREAMS]
+    KinesisEventType: TypeAlias = Literal[EventType.KINESIS, EventType.KinesisDataStreams]
+    DynamoDBStreamsEventType: TypeAlias = Literal[EventType.DYNAMODB_STREAMS, EventType.DynamoDBStreams]
+    KafkaEventType: TypeAlias = Literal[EventType.KAFKA, EventType.Kafka]
 
 
 def resolve_event_type(event_type: EventType, records: list[Any]) -> EventType:
@@ -216,12 +226,30 @@ def parse_record(event_type: EventType, raw: Mapping[str, Any]) -> Record:
         return SQSRecord.from_raw(cast("SQSMessage", raw))
     if event_type is EventType.KINESIS:
         return KinesisRecord.from_raw(cast("KinesisStreamRecord", raw))
+    if event_type is EventType.KAFKA:
+        from consumer._kafka import KafkaRecord  # noqa: PLC0415 - with the first Kafka batch: SQS never needs it
+
+        return KafkaRecord.from_raw(raw)
     return DynamoDBStreamRecord.from_raw(cast("DynamodbRecord", raw))
 
 
 def item_identifier(record: Record) -> str:
-    """What Lambda's ``batchItemFailures`` names: SQS ``messageId``, a stream's sequence number."""
-    return record.message_id if isinstance(record, SQSRecord) else record.sequence_number
+    """The record's id: SQS ``messageId``, a stream's sequence number, Kafka's ``<topic>-<partition>@<offset>``.
+
+    ``batchItemFailures`` names it by this id, but a Kafka record by an object (see :func:`failure_identifier`).
+    """
+    if isinstance(record, SQSRecord):
+        return record.message_id
+    if isinstance(record, (KinesisRecord, DynamoDBStreamRecord)):
+        return record.sequence_number
+    return f"{record.topic_partition}@{record.offset}"
+
+
+def failure_identifier(record: Record, item_id: str) -> str | KafkaItemIdentifier:
+    """What ``batchItemFailures`` names: ``item_id``, but for a Kafka record an object (partition and offset)."""
+    if isinstance(record, (SQSRecord, KinesisRecord, DynamoDBStreamRecord)):
+        return item_id
+    return record.item_identifier()
 
 
 def ordering_key(record: Record) -> str | None:
@@ -230,4 +258,6 @@ def ordering_key(record: Record) -> str | None:
         return record.message_group_id
     if isinstance(record, KinesisRecord):
         return record.partition_key
-    return canonical_json(record.keys)
+    if isinstance(record, DynamoDBStreamRecord):
+        return canonical_json(record.keys)
+    return record.topic_partition

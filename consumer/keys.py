@@ -8,6 +8,8 @@ import hashlib
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from jmespath.exceptions import JMESPathTypeError
+
 from consumer._errors import IdempotencyKeyError
 from consumer._jmespath import compile_expression, search
 from consumer._serde import canonical_json
@@ -23,16 +25,23 @@ DEFAULT_KEY_EXPRESSIONS = {
     "kinesis": "eventID",
     "dynamodb": "eventID",
     "eventbridge": "id",
+    # A Kafka record has no id of its own: its place in the log is one, the same on every redelivery, with its
+    # cluster (another cluster has an orders-0 too): MSK's ARN (its broker list may change), else the self-managed
+    # mapping's bootstrap servers. A producer's retry is a new record at a new offset: key those on the payload or
+    # on a header (IdempotencyConfig.key_header).
+    "kafka": "[eventSourceArn || bootstrapServers, topic, partition, offset]",
 }
-_MESSAGE_ID, _EVENT_ID, _ID = (compile_expression(e) for e in ("messageId", "eventID", "id"))
+_MESSAGE_ID, _EVENT_ID, _ID, _KAFKA = (
+    compile_expression(e) for e in ("messageId", "eventID", "id", DEFAULT_KEY_EXPRESSIONS["kafka"])
+)
 
 
 def default_key_expression(data: Any) -> ParsedResult | None:
     """The expression selecting a record's own id, recognised from its shape; ``None``: the whole record.
 
     SQS records carry ``messageId``; Kinesis and DynamoDB Streams records ``eventID``; EventBridge events
-    ``id`` beside ``detail-type``. Hashing the whole record instead would be wrong for SQS: attributes
-    such as ``ApproximateReceiveCount`` change on every delivery.
+    ``id`` beside ``detail-type``; Kafka records ``topic``, ``partition`` and ``offset``. Hashing the whole
+    record instead would be wrong for SQS: attributes such as ``ApproximateReceiveCount`` change on every delivery.
     """
     if isinstance(data, Mapping):
         if "messageId" in data:
@@ -41,6 +50,8 @@ def default_key_expression(data: Any) -> ParsedResult | None:
             return _EVENT_ID
         if "detail-type" in data and "id" in data:
             return _ID
+        if "topic" in data and "partition" in data and "offset" in data:
+            return _KAFKA
     return None
 
 
@@ -110,12 +121,32 @@ def is_missing(selection: Any) -> bool:
     return False
 
 
+def kafka_place(data: Any) -> str | None:
+    """``"Kafka record <topic>-<partition>@<offset>"`` for a Kafka record (how key errors name it), else ``None``.
+
+    A Kafka record has no id of its own, and a failing one holds back the rest of its partition: the operator needs
+    its place in the log to find it.
+    """
+    if isinstance(data, Mapping) and "topic" in data and "offset" in data:
+        return f"Kafka record {data.get('topic')}-{data.get('partition')}@{data.get('offset')}"
+    return None
+
+
 def select(expression: ParsedResult, data: Any, what: str) -> Any:
     """Evaluate ``expression`` on ``data``; a failure (bad JSON, bad base64) is an ``IdempotencyKeyError``."""
     try:
         return search(expression, data)
+    except JMESPathTypeError as e:
+        # Its text, and so a traceback showing it as the cause, holds the value it was given: the payload.
+        # Name the function and the types only, and leave the cause out of the chain.
+        message = (
+            f"{what} {expression.expression!r} failed on {kafka_place(data) or 'the record'}: "
+            f"{e.function_name}() takes {', '.join(e.expected_types)}, got {e.actual_type}"
+        )
+        raise IdempotencyKeyError(message) from None
     except (ValueError, TypeError, UnicodeDecodeError) as e:
-        raise IdempotencyKeyError(f"{what} {expression.expression!r} failed on the record: {e}") from e
+        where = kafka_place(data) or "the record"
+        raise IdempotencyKeyError(f"{what} {expression.expression!r} failed on {where}: {e}") from e
 
 
 def make_key(data: Any, config: IdempotencyConfig, prefix: str | None = None) -> str | None:
@@ -136,10 +167,16 @@ def make_key(data: Any, config: IdempotencyConfig, prefix: str | None = None) ->
     if expression is None and config.event_key_jmespath is None:  # "" is the whole record, as in Powertools
         expression = default_key_expression(data)
     selection = data if expression is None else select(expression, data, "event_key_jmespath")
+    if is_missing(selection) and config.key_header is not None and not config.raise_on_no_idempotency_key:
+        # No producer key on this record: its own id still keys it, so a redelivery replays rather than runs again.
+        own_id = default_key_expression(data)
+        selection = None if own_id is None else select(own_id, data, "the record's own id")
     if is_missing(selection):
         if config.raise_on_no_idempotency_key:
             where = "the record" if expression is None else f"{expression.expression!r}"
-            raise IdempotencyKeyError(f"no idempotency key: {where} selected nothing")
+            place = kafka_place(data)
+            on = f" on {place}" if place else ""
+            raise IdempotencyKeyError(f"no idempotency key: {where} selected nothing{on}")
         return None
     try:
         digest = hash_value(selection, config.hash_function)

@@ -26,13 +26,13 @@ import logging
 import os
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from consumer._batch_event import BatchSummary
     from consumer._context import LambdaContext
-    from consumer.batch import BatchSummary
 
 logger = logging.getLogger("idempotent_consumer")
 
@@ -59,6 +59,8 @@ _TRUE = frozenset(("1", "true", "yes", "y", "on"))
 _FALSE = frozenset(("", "0", "false", "no", "n", "off"))
 # CloudWatch namespaces: 1-255 of these characters, and never AWS's own ("AWS/...").
 _NAMESPACE = re.compile(r"[0-9A-Za-z.\-_/#: ]{1,255}")
+# CloudWatch dimension values: 1-1024 ASCII characters, no control characters, not only whitespace.
+_DIMENSION_VALUE = re.compile(r"(?=.*[^ ])[\x20-\x7e]{1,1024}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,8 +87,9 @@ class Metrics:
             raise ValueError(msg)
         if self.namespace.startswith("AWS/"):
             raise ValueError(f"metrics namespace {self.namespace!r}: names starting with AWS/ are AWS's own")
-        if self.function_name is not None and not (isinstance(self.function_name, str) and self.function_name):
-            raise ValueError(f"function_name must be a non-empty string, got {self.function_name!r}")
+        if self.function_name is not None and not _is_dimension_value(self.function_name):
+            msg = f"function_name {self.function_name!r}: a dimension value is 1-1024 printable ASCII characters"
+            raise ValueError(msg)
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> Metrics | None:
@@ -168,7 +171,13 @@ def document(
 def _function_name(metrics: Metrics, context: LambdaContext | None) -> str:
     if metrics.function_name is not None:
         return metrics.function_name
-    from_context = getattr(context, "function_name", None)
-    if isinstance(from_context, str) and from_context:
-        return from_context
-    return os.environ.get("AWS_LAMBDA_FUNCTION_NAME") or "local"
+    # Lambda's own names always fit; a stand-in context or a variable set by hand may not, and CloudWatch would
+    # drop the whole document without a word: such a name is not used.
+    for found in (getattr(context, "function_name", None), os.environ.get("AWS_LAMBDA_FUNCTION_NAME")):
+        if _is_dimension_value(found):
+            return found
+    return "local"
+
+
+def _is_dimension_value(value: object) -> TypeGuard[str]:
+    return isinstance(value, str) and _DIMENSION_VALUE.fullmatch(value) is not None

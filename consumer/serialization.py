@@ -9,6 +9,13 @@ back into the result (``from_dict``). ``@idempotent_function`` picks one from th
 The class names and methods are those of Powertools for AWS Lambda (Python), so its serializers, and its
 ``output_serializer=`` arguments, work here with an import change.
 
+The serializers built in here (not a pair of functions of yours) make sure of what they store: when a guard
+stores a result, the text it encoded once is decoded and rebuilt through ``from_dict``, as a replay would, and
+compared with the result (:meth:`~consumer._round_trip.ChecksReplay.check_replay`). When they differ (a
+``SecretStr`` dumped masked, a field left out of ``model_dump``, a subclass of the annotated class) the result is
+committed without its response, with a warning, rather than replayed as something else. A subclass of one of
+them is checked through its own ``to_dict`` and ``from_dict``, as its replays go.
+
 Example:
     >>> import dataclasses
     >>> @dataclasses.dataclass
@@ -27,8 +34,10 @@ from __future__ import annotations
 import abc
 from typing import TYPE_CHECKING, Any
 
+from consumer._annotations import is_dataclass_type
 from consumer._errors import IdempotencyModelTypeError, IdempotencyNoSerializationModelError
-from consumer._typed import holds_models, is_dataclass_type, is_model_type, optional_of, plain, rebuild
+from consumer._round_trip import ChecksReplay
+from consumer._typed import holds_models, is_model_type, optional_of, plain, rebuild
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -126,7 +135,7 @@ class CustomDictSerializer(BaseIdempotencySerializer):
         return self._from_dict(data)
 
 
-class _OneModel(BaseIdempotencyModelSerializer):
+class _OneModel(BaseIdempotencyModelSerializer, ChecksReplay):
     """What the dataclass and the Pydantic serializers share: ``model``, stored as plain values, rebuilt from them."""
 
     model: type[Any]
@@ -150,13 +159,21 @@ class _OneModel(BaseIdempotencyModelSerializer):
 
 
 class DataclassSerializer(_OneModel):
-    """Replays a dataclass as itself: nested dataclasses (in fields, lists, tuples, sets, dict values, ``X | None``)
-    and Pydantic models in its fields too.
+    """Replays a dataclass as itself: nested dataclasses (in fields, lists, tuples, sets, dict values, ``X | None``,
+    generic ones as ``Box[Line]``), Pydantic models and enum members in its fields too.
 
     Field annotations are resolved in the dataclass's module on the first replay, so a string annotation (``from
     __future__ import annotations``) works unless it names a class defined inside a function. A stored dict with
     a field the class no longer has, or without one it requires, fails the replay with
     :class:`~consumer.ResponseDecodeError`; fields with ``init=False`` are restored after construction.
+
+    A result whose stored form would not replay as itself is committed without its response when a guard stores
+    it (:meth:`~consumer._round_trip.ChecksReplay.check_replay`): a subclass, a dict, a dataclass, a model or a
+    plain enum in a field annotated ``Any``, an attribute set by ``__post_init__`` that is not a field, a model
+    field that does not replay (see :class:`PydanticSerializer`). The values are compared field by field, with
+    ``==`` (Decimals with their exponent; a value whose ``==`` is identity or raises is not compared); a subclass
+    of a built-in type (an ``IntEnum`` in an ``int`` field) replays as that type, with a warning, as without a
+    serializer, and a raw value in an enum field (``"open"`` for ``Status.OPEN``) as the member equal to it.
     """  # noqa: D205 - the summary needs two lines
 
     def __init__(self, model: type[Any]) -> None:
@@ -171,11 +188,20 @@ class DataclassSerializer(_OneModel):
 
 
 class PydanticSerializer(_OneModel):
-    """Replays a Pydantic v2 model as itself: stored as ``model_dump(mode="json")``, read back with validation.
+    """Replays a Pydantic v2 model as itself: stored as ``model_dump(mode="json", round_trip=True)``, read back
+    with validation.
 
-    A stored dict that no longer validates fails the replay with :class:`~consumer.ResponseDecodeError`.
-    Pydantic stays an optional dependency: it is never imported here (a model class means it already was).
-    """
+    Fields are stored by name and read by name or by alias, whichever the record has (Pydantic 2.11 and later;
+    before, stored and read by alias), so aliased fields replay, records that Powertools or earlier versions
+    stored by alias too; ``round_trip`` leaves computed fields out (a model that forbids extra fields would refuse
+    them) and keeps ``Json`` fields as text (a ``model_dump`` override that does not take them is called as
+    ``model_dump(mode="json")``). A model whose stored form would not replay as itself is committed without its
+    response: a field excluded from the dump, a ``SecretStr`` (dumped masked), a subclass of the model. Private
+    attributes are not data (``model_dump`` leaves them out): a replay has them as a new model gets them. A
+    stored dict that no longer validates (the model changed since) fails the replay with
+    :class:`~consumer.ResponseDecodeError`. Pydantic stays an optional dependency: it is never imported here (a
+    model class means it already was).
+    """  # noqa: D205 - the summary needs two lines
 
     def __init__(self, model: type[Any]) -> None:
         """Serialize instances of ``model``.
@@ -188,8 +214,9 @@ class PydanticSerializer(_OneModel):
         self.model = model
 
 
-class _TypeSerializer(BaseIdempotencySerializer):
-    """Dataclasses and models inside containers: ``list[Order]``, ``dict[str, Order]``, ``tuple[Order, ...]``."""
+class _TypeSerializer(BaseIdempotencySerializer, ChecksReplay):
+    """Dataclasses and models inside containers (``list[Order]``, ``dict[str, Order]``, ``tuple[Order, ...]``) and
+    generic dataclasses (``Box[Line]``); their replay is checked as :class:`DataclassSerializer`'s is."""  # noqa: D205, D209
 
     def __init__(self, output_type: Any) -> None:
         self.output_type = output_type
@@ -210,8 +237,9 @@ def serializer_for(output_type: Any) -> BaseIdempotencySerializer | None:
     ``@idempotent_function`` calls it with the function's return annotation. A dataclass gets a
     :class:`DataclassSerializer`, a Pydantic model a :class:`PydanticSerializer`, each also as ``X | None``;
     lists, tuples, sets, frozensets and dicts of them (``list[Order]``, ``dict[str, Order] | None``, their
-    ``collections.abc`` forms too) get a serializer that rebuilds each element. Any other type (``dict``, ``int``,
-    a ``TypedDict``, ``Any``) needs none: the stored result already replays with its exact type.
+    ``collections.abc`` forms too) and generic dataclasses with their arguments (``Box[Line]``) get a serializer
+    that rebuilds each element. Any other type (``dict``, ``int``, a ``TypedDict``, ``Any``) needs none: the
+    stored result already replays with its exact type.
 
     Raises:
         IdempotencyModelTypeError: A union of several types holding a dataclass or a model (``A | B``): a

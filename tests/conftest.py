@@ -16,6 +16,9 @@ from stores import StoreFactory, close_built_stores
 from consumer import _context
 from persistence import DynamoDBPersistenceLayer
 
+# The helpers tests import assert as tests do: say what differed when they fail.
+pytest.register_assert_rewrite("replays")
+
 # No test may reach real AWS, whatever the developer's environment holds.
 for _name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
     os.environ.pop(_name, None)

@@ -48,6 +48,7 @@ MAX_DIMENSIONS_PER_SET = 30  # the current specification (it once said 9)
 MAX_METRICS_PER_DIRECTIVE = 100
 MAX_VALUES_PER_METRIC = 100
 MAX_NAME_LENGTH = 255  # Namespace, dimension and metric names (the specification's schema)
+MAX_DIMENSION_VALUE_LENGTH = 1024  # CloudWatch API reference, Dimension: Value
 MAX_BYTES = 256 * 1024  # a CloudWatch Logs event
 
 
@@ -112,6 +113,14 @@ def validate(document: Any) -> None:
                 _require(name in document, f"target members: dimension {name!r} MUST be a member of the root node")
                 _require(
                     isinstance(document[name], str), f"target members: dimension {name!r} MUST have a string value"
+                )
+                value = document[name]
+                _require(  # CloudWatch's Dimension type; a document breaking it is dropped without an error
+                    0 < len(value) <= MAX_DIMENSION_VALUE_LENGTH
+                    and value.isascii()
+                    and value.isprintable()
+                    and not value.isspace(),
+                    f"Dimension value of {name!r}: 1-1024 ASCII characters, no control characters, not only whitespace",
                 )
         metrics = directive["Metrics"]
         _require(isinstance(metrics, list), "MetricDirective: Metrics MUST be an array of MetricDefinition objects")

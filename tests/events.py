@@ -77,3 +77,48 @@ def ddb_record(seq: int, pk: str, new_image: dict[str, Any] | None, event_name: 
 
 def failures(response: dict[str, Any]) -> list[str]:
     return [f["itemIdentifier"] for f in response["batchItemFailures"]]
+
+
+MSK_ARN = "arn:aws:kafka:eu-west-1:123456789012:cluster/orders/a1b2c3d4-5678-90ab-cdef-1234567890ab-2"
+
+
+def kafka_record(
+    topic: str,
+    partition: int,
+    offset: int,
+    value: Any = None,
+    *,
+    key: bytes | None = None,
+    headers: list[tuple[str, bytes]] | None = None,
+    raw_value: str | None = None,
+) -> dict[str, Any]:
+    """A Kafka record as Lambda delivers it: ``value`` as JSON (bytes as they are), base64; headers as byte arrays."""
+    data = value if isinstance(value, bytes) else json.dumps(value).encode()
+    record: dict[str, Any] = {
+        "topic": topic,
+        "partition": partition,
+        "offset": offset,
+        "timestamp": 1700000000000 + offset,
+        "timestampType": "CREATE_TIME",
+        "value": raw_value if raw_value is not None else base64.b64encode(data).decode(),
+        "headers": [{name: list(value) for name, value in [pair]} for pair in headers or []],
+    }
+    if key is not None:
+        record["key"] = base64.b64encode(key).decode()
+    return record
+
+
+def kafka_event(*records: dict[str, Any], self_managed: bool = False) -> dict[str, Any]:
+    """An MSK (or self-managed Kafka) event: the records grouped by ``<topic>-<partition>``, each group in order."""
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        grouped.setdefault(f"{record['topic']}-{record['partition']}", []).append(record)
+    if self_managed:
+        return {"eventSource": "SelfManagedKafka", "bootstrapServers": "b-1.kafka:9092,b-2.kafka:9092",
+                "records": grouped}  # fmt: skip
+    return {"eventSource": "aws:kafka", "eventSourceArn": MSK_ARN, "bootstrapServers": "b-1.msk:9098",
+            "records": grouped}  # fmt: skip
+
+
+def kafka_failures(response: dict[str, Any]) -> list[tuple[str, int]]:
+    return [(f["itemIdentifier"]["partition"], f["itemIdentifier"]["offset"]) for f in response["batchItemFailures"]]

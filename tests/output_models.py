@@ -72,3 +72,24 @@ def an_order(order_id: str = "o-1") -> Order:
 
 def a_receipt(order_id: str = "o-1") -> Receipt:
     return Receipt(order_id=order_id, amount=D("14.75"), at=AT, lines=[Line("a-1", D("10.50"))])
+
+
+@dataclasses.dataclass
+class Cents:
+    """Built from dollars: ``__post_init__`` turns its one field into cents."""
+
+    amount: int
+
+    def __post_init__(self) -> None:
+        self.amount *= 100
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Scaled:
+    """A field derived from an ``InitVar`` that is never stored."""
+
+    x: int
+    scale: dataclasses.InitVar[int]
+
+    def __post_init__(self, scale: int) -> None:
+        object.__setattr__(self, "x", self.x * scale)

@@ -153,6 +153,24 @@ def test_key_shows_selection_and_key_per_record():
     assert eventbridge[0] == 'record 0: selected "6a7e8feb-b491-4cf7-a9f1-bf3703467718"'
 
 
+def test_key_understands_kafka_events_by_default_and_by_header():
+    default = cli("key", "--event", str(EVENTS / "kafka_orders.json")).stdout.splitlines()
+    cluster = json.loads((EVENTS / "kafka_orders.json").read_text())["eventSourceArn"]
+    assert default[0] == f'record 0: selected ["{cluster}", "orders", 0, 10]'
+    assert len([line for line in default if line.startswith("  key local#")]) == 6
+    by_header = cli("key", "--event", str(EVENTS / "kafka_orders.json"), "--header", "IDEMPOTENCY-KEY").stdout
+    lines = by_header.splitlines()
+    assert lines[0] == 'record 0: selected "k-3001"'
+    assert lines[4] == 'record 2: selected "k-3001"'  # the producer's retry, at another offset
+    assert lines[1] == lines[5]  # the same key
+
+
+def test_key_refuses_an_event_without_records_of_the_type_asked_for():
+    result = cli("key", "--event", str(EVENTS / "kafka_orders.json"), "--event-type", "sqs")
+    assert (result.returncode, result.stdout) == (1, "")
+    assert "the event has no records of its own for --event-type sqs" in result.stderr
+
+
 def test_key_reports_records_whose_expression_fails():
     result = cli("key", "--event", str(EVENTS / "kinesis_clickstream.json"),
                  "--jmespath", "powertools_json(powertools_base64(kinesis.data)).click_id")  # fmt: skip
@@ -335,6 +353,26 @@ def test_records_on_a_sqlite_file_that_does_not_exist_fail_and_create_nothing(tm
     assert result.stderr.count("\n") == 1, result.stderr
     assert result.stderr.startswith(f"idempotent-consumer: the SQLite store '{absent}' does not exist")
     assert list(tmp_path.iterdir()) == []  # no file, no -wal or -shm beside it
+
+
+@pytest.mark.parametrize("command", RECORDS_COMMANDS, ids=" ".join)
+@pytest.mark.parametrize("kind", ["an application's database", "an empty file"])
+def test_records_on_a_sqlite_file_that_is_not_a_store_fail_and_leave_it_as_it_was(tmp_path, command, kind):
+    other = tmp_path / "app.db"
+    if kind == "an empty file":
+        other.touch()
+    else:
+        with contextlib.closing(sqlite3.connect(other)) as connection:
+            connection.execute("CREATE TABLE users (id INTEGER PRIMARY KEY)")
+            connection.commit()
+    before = other.read_bytes()
+    result = cli("records", *command, "--store", f"sqlite:///{other}", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert f"'{other}' is a SQLite file but not an idempotency store" in result.stderr
+    assert other.read_bytes() == before  # no table created, not switched to WAL
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db"]
 
 
 def test_records_without_a_store_name_the_default_file_and_the_directory_it_was_looked_for_in(tmp_path):

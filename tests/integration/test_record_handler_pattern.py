@@ -96,11 +96,14 @@ def test_with_a_processor_store_too_the_record_is_guarded_once_by_the_function(f
     processor_store = CountingStore(InMemoryPersistenceLayer())
     ran = []
 
-    @idempotent_function(data_keyword_argument="record", config=BY_ID, persistence_store=real_store)
-    def record_handler(record):
+    def body(record):
         ran.append(record.message_id)
         return "done"
 
+    # async def on the async face, the decorator outermost (a wrapper above it is refused)
+    record_handler = idempotent_function(data_keyword_argument="record", config=BY_ID, persistence_store=real_store)(
+        face.define(body)
+    )
     processor = face.processor(EventType.SQS, store=processor_store, config=IdempotencyConfig(key_prefix="batch"))
     event = sqs_event(sqs_record("m-1", 1), sqs_record("m-1", 1))
     assert face.process(event, record_handler, processor) == {"batchItemFailures": []}

@@ -32,6 +32,8 @@ CASES = {
     "kinesis_clickstream": ([seq(5)], [seq(1), seq(2), seq(3), seq(6)]),  # seq 4 repeats click c-002
     "dynamodb_stream_audit": (["111000000000000000003"], ["111000000000000000001", "111000000000000000002",
                                                           "111000000000000000004"]),
+    # Kafka names a failure by topic-partition and offset; offset 12 is the producer's retry of order o-3001
+    "kafka_orders": ([{"partition": "orders-0", "offset": 13}], ["o-3001", "o-3002", "o-3004", "o-3005"]),
 }  # fmt: skip
 
 

@@ -298,13 +298,13 @@ def test_bodies_running_at_the_deadline_margin_are_cancelled_and_reported_their_
 
 def test_without_cancel_at_deadline_a_running_body_finishes():
     async def handler(record):
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0.3)  # past the deadline, 100 ms in: started well before it, even on a loaded machine
 
     processor = AsyncBatchProcessor(
         EventType.SQS, store=InMemoryPersistenceLayer(), deadline_margin_ms=1000, cancel_at_deadline=False
     )
     response = asyncio.run(
-        async_process_partial_response(sqs_event(sqs_record("a", 1)), handler, processor, FakeContext(1020))
+        async_process_partial_response(sqs_event(sqs_record("a", 1)), handler, processor, FakeContext(1100))
     )
     assert failures(response) == []
 
@@ -436,12 +436,16 @@ def test_a_commit_that_lands_after_the_deadline_fired_is_reported_processed(tmp_
         return 1
 
     async def run():
+        # The deadline fires 1 s in (2 s left, a margin of 1 s): time enough, even on a loaded machine, to acquire
+        # and reach the commit, which then waits until the deadline has passed.
         processor = AsyncBatchProcessor(EventType.SQS, store=store, deadline_margin_ms=1000)
+        deadline = asyncio.get_running_loop().time() + 1.0
         task = asyncio.ensure_future(
-            async_process_partial_response(sqs_event(sqs_record("m-1", 1)), handler, processor, FakeContext(1050))
+            async_process_partial_response(sqs_event(sqs_record("m-1", 1)), handler, processor, FakeContext(2000))
         )
         assert await asyncio.to_thread(store.entered.wait, 10)
-        await asyncio.sleep(0.1)  # the deadline fires while the commit waits
+        assert asyncio.get_running_loop().time() < deadline, "the commit was reached only after the deadline"
+        await asyncio.sleep(deadline + 0.1 - asyncio.get_running_loop().time())  # the deadline fires meanwhile
         store.gate.set()
         return await task, processor
 

@@ -9,7 +9,7 @@ import threading
 import uuid
 
 import pytest
-from events import kinesis_record, sqs_event, sqs_record
+from events import kafka_event, kafka_record, kinesis_record, sqs_event, sqs_record
 from faces import FACES
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,7 +18,8 @@ from consumer import EventType
 from persistence import InMemoryPersistenceLayer
 from persistence.redis import RedisPersistenceLayer
 
-SOURCES = st.sampled_from(["sqs", "fifo", "kinesis"])
+SOURCES = st.sampled_from(["sqs", "fifo", "kinesis", "kafka"])
+TOPIC_PARTITIONS = {"A": ("orders", 0), "B": ("orders", 1), "C": ("payments", 0)}
 
 
 @st.composite
@@ -38,7 +39,11 @@ def batches(draw):
             }
         )
     )
-    if source == "kinesis":
+    if source == "kafka":  # a record is never redelivered within one batch: every offset is its own
+        records = [kafka_record(*TOPIC_PARTITIONS[key], i, {"n": i}) for i, key in enumerate(keys)]
+        # The event groups records by topic-partition: arrival order is that flattened order.
+        records = [r for group in kafka_event(*records)["records"].values() for r in group]
+    elif source == "kinesis":
         records = [kinesis_record(i, key, {"n": n}) for i, (key, n) in enumerate(zip(keys, ids, strict=True))]
         for record, n in zip(records, ids, strict=True):  # a redelivered record keeps its id
             record["eventID"] = f"shard:{n}"
@@ -51,12 +56,16 @@ def batches(draw):
 
 
 def identifier(record):
-    """What batchItemFailures names."""
+    """What batchItemFailures names (for Kafka: its partition and offset, as one string)."""
+    if "topic" in record:
+        return f"{record['topic']}-{record['partition']}@{record['offset']}"
     return record["kinesis"]["sequenceNumber"] if "kinesis" in record else record["messageId"]
 
 
 def logical(record):
     """The record's own id: redelivered copies share it (and so their idempotency key)."""
+    if "topic" in record:
+        return identifier(record)
     return record["eventID"] if "kinesis" in record else record["messageId"]
 
 
@@ -78,7 +87,7 @@ def new_store(request):
 @given(batch=batches())
 def test_nothing_lost_and_per_key_order_kept(face, new_store, batch):
     source, records, poison, options = batch
-    event_type = EventType.KINESIS if source == "kinesis" else EventType.SQS
+    event_type = {"kinesis": EventType.KINESIS, "kafka": EventType.KAFKA}.get(source, EventType.SQS)
     effects, lock = [], threading.Lock()
     poison_ids = {logical(records[i]) for i in poison}
 
@@ -90,8 +99,9 @@ def test_nothing_lost_and_per_key_order_kept(face, new_store, batch):
             raise ValueError("poison")
 
     processor = face.processor(event_type, store=new_store(), raise_on_entire_batch_failure=False, **options)
-    response = face.process(sqs_event(*records) if source != "kinesis" else {"Records": records}, handler, processor)
-    failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
+    event = {"sqs": sqs_event, "fifo": sqs_event, "kafka": kafka_event}.get(source, lambda *r: {"Records": list(r)})
+    response = face.process(event(*records), handler, processor)
+    failed = {failure_id(f["itemIdentifier"]) for f in response["batchItemFailures"]}
 
     # 1. Nothing lost: every record succeeded (ran and committed, or replayed a committed copy) or is reported.
     for item in processor.items:
@@ -109,5 +119,12 @@ def test_nothing_lost_and_per_key_order_kept(face, new_store, batch):
             assert failed_at is None or failed_at == len(ran) - 1
 
 
+def failure_id(identifier):
+    """An itemIdentifier as a string: Kafka names a record by an object."""
+    return f"{identifier['partition']}@{identifier['offset']}" if isinstance(identifier, dict) else identifier
+
+
 def ordering_key(record):
+    if "topic" in record:
+        return next(k for k, tp in TOPIC_PARTITIONS.items() if tp == (record["topic"], record["partition"]))
     return record["kinesis"]["partitionKey"] if "kinesis" in record else record["attributes"]["MessageGroupId"]

@@ -16,15 +16,17 @@ BENCH_PYTHON = ROOT / "bench" / ".venv" / "bin" / "python"
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
     assert BENCH_PYTHON.exists(), "the benchmark environment is missing: run `make install`"
-    out = tmp_path_factory.mktemp("bench") / "rows.json"
-    result = subprocess.run([str(BENCH_PYTHON), "bench/run.py", "--smoke", "--json", str(out)], cwd=ROOT,
-                            capture_output=True, text=True, env=dict(os.environ), timeout=600, check=False)  # fmt: skip
+    folder = tmp_path_factory.mktemp("bench")
+    out, picture = folder / "rows.json", folder / "bench.png"
+    command = [str(BENCH_PYTHON), "bench/run.py", "--smoke", "--json", str(out), "--plot", str(picture)]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=dict(os.environ), timeout=600,
+                            check=False)  # fmt: skip
     assert result.returncode == 0, result.stderr
-    return result.stdout, {row["scenario"]: row for row in json.loads(out.read_text())}
+    return result.stdout, {row["scenario"]: row for row in json.loads(out.read_text())}, picture
 
 
 def test_bench_smoke_run_measures_both_libraries(smoke_run):
-    stdout, rows = smoke_run
+    stdout, rows, _ = smoke_run
     assert "aws-lambda-powertools 3.37.0" in stdout
     for row in rows.values():
         assert row["ours"] != "-", row
@@ -39,7 +41,7 @@ def test_bench_smoke_run_measures_both_libraries(smoke_run):
 
 
 def test_bench_smoke_run_measures_the_async_rows(smoke_run):
-    _, rows = smoke_run
+    _, rows, _ = smoke_run
     async_rows = [row for name, row in rows.items() if name.startswith("async")]
     kinds = [row["scenario"].split(",")[0].split(":")[0] for row in async_rows]
     assert kinds == ["async overhead"] + ["async latency"] * 4
@@ -55,7 +57,7 @@ def test_bench_smoke_run_measures_the_async_rows(smoke_run):
 
 
 def test_bench_smoke_run_measures_the_redis_rows(smoke_run):
-    stdout, rows = smoke_run
+    stdout, rows, _ = smoke_run
     assert "redis 8.1.0" in stdout
     trips = [rows[f"Redis round trips/record, {what}"] for what in ("first delivery", "duplicate", "cached duplicate")]
     assert [row["ours"] for row in trips] == [2, 1, 0]
@@ -72,7 +74,7 @@ def test_bench_smoke_run_measures_the_redis_rows(smoke_run):
 
 
 def test_bench_smoke_run_measures_cold_start_end_to_end(smoke_run):
-    _, rows = smoke_run
+    _, rows, _ = smoke_run
     cold = [row for name, row in rows.items() if name.startswith("cold start end to end")]
     assert len(cold) == 3
     times, ratios, spread = cold
@@ -83,4 +85,18 @@ def test_bench_smoke_run_measures_cold_start_end_to_end(smoke_run):
     assert ratios["powertools"] > 0
     assert ratios["target"] == "<= 1.05x"
     assert "-" in spread["ours"]
+    response, response_ratios = [row for name, row in rows.items() if name.startswith("cold start to the response")]
+    # The response comes before the interpreter's exit.
+    assert 10 < response["ours"] <= times["ours"]
+    assert 10 < response["powertools"] <= times["powertools"]
+    assert float(response_ratios["ours"].split(",")[0]) > 0
     assert any(name.startswith("cold start, import only") for name in rows)
+
+
+def test_bench_smoke_run_draws_the_picture_where_it_is_told(smoke_run):
+    stdout, rows, picture = smoke_run
+    assert picture.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    assert f"picture: {picture}" in stdout
+    # The points it draws: per-record time by batch size, and the 10-record latency against its floor.
+    assert [row["records"] for row in rows.values() if row["plot"] == "scale"] == [10, 100]
+    assert rows["latency: floor, 2 round trips of 10 ms"]["ours"] >= 20

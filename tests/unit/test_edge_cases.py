@@ -433,8 +433,9 @@ def test_an_invocation_that_raises_leaves_no_summary_of_the_batch_before(store):
 
     with pytest.raises(KeyboardInterrupt):
         process_partial_response(sqs_event(sqs_record("m-2", 1)), interrupted, processor)
-    assert processor.summary is None
-    assert processor.items == []
+    # What is kept is the interrupted batch's own report: its one record undecided, nothing of m-1's batch.
+    assert (processor.summary.records, processor.summary.processed) == (1, 0)
+    assert [(i.item_id, i.outcome) for i in processor.items] == [("m-2", None)]
 
 
 class BrokenModel:

@@ -54,6 +54,11 @@ BROKEN = {
     "dimensions not sets": lambda d: directive(d).update(Dimensions=["functionVersion"]),
     "a dimension not at the root": lambda d: d.pop("functionVersion"),
     "a dimension that is not a string": lambda d: d.update(functionVersion=1),
+    "an empty dimension value": lambda d: d.update(functionVersion=""),
+    "a dimension value of spaces": lambda d: d.update(functionVersion="   "),
+    "a dimension value with a newline": lambda d: d.update(functionVersion="v1\nv2"),
+    "a dimension value not ASCII": lambda d: d.update(functionVersion="réglées"),
+    "a dimension value of 1025 characters": lambda d: d.update(functionVersion="v" * 1025),
     "31 dimensions in a set": lambda d: (
         directive(d).update(Dimensions=[[f"d{i}" for i in range(31)]]) or d.update({f"d{i}": "x" for i in range(31)})
     ),
@@ -175,8 +180,10 @@ def test_the_metrics_config_is_a_frozen_slotted_dataclass_checked_when_built():
     for namespace in ("", "AWS/Lambda", "x" * 256, "orders|payments"):
         with pytest.raises(ValueError, match="namespace"):
             Metrics(namespace=namespace)
-    with pytest.raises(ValueError, match="function_name"):
-        Metrics(function_name="")
+    for unusable in ("", " ", "orders\nrefunds", "commandes-réglées", "x" * 1025, 42):
+        with pytest.raises(ValueError, match="function_name"):
+            Metrics(function_name=unusable)  # type: ignore[arg-type]
+    assert Metrics(function_name="x" * 1024).function_name == "x" * 1024
     with pytest.raises(TypeError, match="metrics must be"):
         BatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer(), metrics="on")  # type: ignore[arg-type]
     assert DIMENSIONS == ("FunctionName", "EventSource")
@@ -200,3 +207,18 @@ def test_standard_output_that_fails_changes_no_outcome(monkeypatch, capsys):
         n: (i.outcome, i.key) for n, i in expected.items.items()
     }
     assert "idempotent-consumer: could not write 'the EMF metrics document'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["orders\tv2", "commandes-réglées", " ", "x" * 1025])
+def test_a_function_name_cloudwatch_would_refuse_is_not_used_as_the_dimension(monkeypatch, capsys, name):
+    # CloudWatch drops a document whose dimension value it refuses, without an error anywhere: "local" instead.
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", name)
+    processor = BatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer(), metrics=True)
+    processor.process(sqs_event(sqs_record("m-1", 1)), lambda record: "ok", FakeContext(function_name=name))
+    (document,) = emitted(capsys.readouterr().out)
+    validate(document)
+    assert document["FunctionName"] == "local"
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "orders")  # the variable when the context's name is unusable
+    processor.process(sqs_event(sqs_record("m-2", 2)), lambda record: "ok", FakeContext(function_name=name))
+    (document,) = emitted(capsys.readouterr().out)
+    assert document["FunctionName"] == "orders"

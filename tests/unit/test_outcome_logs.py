@@ -7,6 +7,7 @@ installed). Every record's body carries a secret that must never reach any of th
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import logging
@@ -27,6 +28,7 @@ from consumer import (
     EventType,
     IdempotencyConfig,
     IdempotencyGuard,
+    IdempotencyKeyError,
     process_partial_response,
 )
 from persistence import InMemoryPersistenceLayer
@@ -362,7 +364,10 @@ def test_under_idempotency_disabled_records_running_unguarded_are_not_logged_one
     monkeypatch.setenv("IDEMPOTENCY_DISABLED", "1")  # users' unit tests: every record runs unguarded, by request
     processor = BatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer())
     process_partial_response(sqs_event(sqs_record("m-1", 1), sqs_record("m-2", 2)), lambda record: "ok", processor)
-    (summary,) = captured.records
+    # Besides the summary, only the once-per-process warning that IDEMPOTENCY_DISABLED is set (if no earlier test
+    # set it off): no line per record.
+    assert not [r for r in captured.records if hasattr(r, "outcome")]
+    (summary,) = [r for r in captured.records if hasattr(r, "batch_summary")]
     assert summary.batch_summary["unguarded"] == 2
     assert summary.levelno == logging.INFO
 
@@ -398,3 +403,88 @@ def test_an_entire_batch_failure_is_logged_measured_and_hooked_before_it_is_rais
     assert [r.batch_summary["failed"] for r in captured.records if hasattr(r, "batch_summary")] == [2]
     assert json.loads(capsys.readouterr().out)["Failed"] == 2
     assert [i.item_id for i in seen] == ["m-1", "m-2"]
+
+
+@pytest.mark.parametrize(
+    "expression",
+    ["powertools_json(dynamodb.NewImage)", "base64_decode(dynamodb.NewImage)", "length(dynamodb.NewImage.card.S)"],
+)
+def test_a_key_expression_given_the_wrong_type_names_the_types_never_the_value(captured, expression):
+    # JMESPath's type errors quote the value they were given: here a card number from the record's image.
+    card = "4111111111111111"
+    image = {"id": {"S": "1"}, "card": {"S": card}}
+    if expression.startswith("length"):
+        image["card"] = {"S": int(card)}  # length() of a number
+    record = {
+        "eventID": "e-1",
+        "eventName": "INSERT",
+        "eventSourceARN": "arn:aws:dynamodb:eu-west-1:123456789012:table/t/stream/x",
+        "dynamodb": {"Keys": {"id": {"S": "1"}}, "NewImage": image, "SequenceNumber": "1"},
+    }
+    config = IdempotencyConfig(event_key_jmespath=expression)
+    processor = BatchProcessor(
+        EventType.DYNAMODB_STREAMS,
+        store=InMemoryPersistenceLayer(),
+        config=config,
+        raise_on_entire_batch_failure=False,
+    )
+    response = process_partial_response({"Records": [record]}, lambda r: "ran", processor)
+    assert response == {"batchItemFailures": [{"itemIdentifier": "1"}]}  # reported, not run, not lost
+    error = processor.items[0].error
+    assert isinstance(error, IdempotencyKeyError)
+    assert "takes" in str(error)
+    assert error.__cause__ is None
+    assert error.__suppress_context__
+    written = [captured.plain.getvalue(), captured.json.getvalue(), *(repr(r.__dict__) for r in captured.records)]
+    assert "IdempotencyKeyError" in captured.plain.getvalue()
+    assert all(card not in text for text in written)
+
+
+def test_a_batch_a_base_exception_stops_still_reports_what_it_decided(captured, capsys, face):
+    # m-1 fails, m-2 is interrupted by Ctrl-C (or the runtime's SystemExit), m-3 never starts: the invocation fails
+    # and the whole batch comes back, but m-1's failure, the counts and the metrics must not vanish with it.
+    seen = []
+
+    def handler(record):
+        if record.message_id == "m-1":
+            raise ValueError("card declined")
+        if record.message_id == "m-2":
+            raise KeyboardInterrupt
+        return "ok"
+
+    processor = face.processor(EventType.SQS, store=InMemoryPersistenceLayer(), metrics=True, on_outcome=seen.append)
+    event = sqs_event(sqs_record("m-0", 0), sqs_record("m-1", 1), sqs_record("m-2", 2), sqs_record("m-3", 3))
+    with pytest.raises(KeyboardInterrupt):
+        face.process(event, handler, processor, None)
+    by_item = captured.outcome_records()
+    assert set(by_item) == {"m-1"}  # the decided failure; the undecided records are in the summary
+    (failed,) = by_item["m-1"]
+    assert (failed.outcome, failed.levelno, failed.exception_type) == ("failed", logging.ERROR, "ValueError")
+    assert failed.exc_info[0] is ValueError
+    (summary,) = [r for r in captured.records if hasattr(r, "batch_summary")]
+    assert summary.levelno == logging.ERROR
+    # asyncio lets a KeyboardInterrupt out of the loop at once and cancels the batch's task: that is what it sees
+    stopped_by = KeyboardInterrupt if face.name == "sync" else asyncio.CancelledError
+    assert summary.exception_type == stopped_by.__name__
+    assert summary.exc_info[0] is stopped_by
+    assert f"interrupted by {stopped_by.__name__} with 2 of 4 records undecided" in summary.getMessage()
+    counts = summary.batch_summary
+    assert (counts["records"], counts["processed"], counts["failed"]) == (4, 1, 1)
+    assert processor.summary is not None
+    assert processor.summary.failed == 1
+    (document,) = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    assert (document["Processed"], document["Failed"]) == (1, 1)
+    assert [(i.item_id, i.outcome.value) for i in seen] == [("m-0", "processed"), ("m-1", "failed")]
+
+
+def test_a_processor_without_a_store_says_so_once_not_once_per_record(captured, face):
+    # Powertools' pattern: no store, a plain handler: every record runs without idempotency, as the user chose.
+    processor = face.processor(EventType.SQS)
+    for _ in range(2):
+        face.process(sqs_event(sqs_record("m-1", 1), sqs_record("m-2", 2)), lambda record: "ok", processor, None)
+    assert not captured.outcome_records()  # no "no idempotency key selected" line per record
+    warnings = [r for r in captured.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "has no store" in warnings[0].getMessage()
+    summaries = [r.batch_summary for r in captured.records if hasattr(r, "batch_summary")]
+    assert [s["unguarded"] for s in summaries] == [2, 2]  # still counted

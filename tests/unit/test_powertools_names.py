@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import functools
 import logging
 import threading
 
@@ -23,6 +25,7 @@ from consumer import (
     IdempotencyPersistenceLayerError,
     IdempotencyValidationError,
     PersistenceLayerError,
+    PowertoolsCutover,
     SqsFifoPartialProcessor,
     current_lambda_context,
     idempotency_disabled,
@@ -34,6 +37,8 @@ from consumer import (
 )
 from consumer import _context as context_module
 from persistence import InMemoryPersistenceLayer
+
+FAR_FUTURE = dt.datetime(2100, 1, 1, tzinfo=dt.timezone.utc)
 
 LOGGER = "idempotent_consumer"
 EVENT = {"id": "e-1", "detail-type": "OrderPlaced", "source": "shop", "detail": {"order": "o-1"}}
@@ -252,7 +257,9 @@ def test_an_empty_validation_expression_validates_nothing():
 def test_powertools_event_type_names_are_our_members():
     assert EventType.KinesisDataStreams is EventType.KINESIS
     assert EventType.DynamoDBStreams is EventType.DYNAMODB_STREAMS
-    assert list(EventType) == [EventType.SQS, EventType.SQS_FIFO, EventType.KINESIS, EventType.DYNAMODB_STREAMS]
+    assert EventType.Kafka is EventType.KAFKA
+    members = [EventType.SQS, EventType.SQS_FIFO, EventType.KINESIS, EventType.DYNAMODB_STREAMS, EventType.KAFKA]
+    assert list(EventType) == members
     processor = BatchProcessor(event_type=EventType.KinesisDataStreams, store=InMemoryPersistenceLayer())
     response = process_partial_response(
         event={"Records": [kinesis_record(1, "k", {"n": 1})]},
@@ -324,3 +331,58 @@ def test_a_validation_error_is_caught_by_its_powertools_name():
     charge({"user": "u", "amount": 5}, None)
     with pytest.raises(IdempotencyValidationError):
         charge({"user": "u", "amount": 6}, None)
+
+
+def _audited(function):
+    """A decorator that copies its function's attributes, as Powertools' tracer.capture_method does."""
+
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        AUDITED.append(kwargs["record"].message_id)
+        return function(*args, **kwargs)
+
+    return wrapper
+
+
+AUDITED: list[str] = []
+
+
+def test_a_decorator_stacked_above_an_idempotent_function_handler_is_refused_not_skipped():
+    # functools.wraps copies the function's marker onto the wrapper: run as that function, the wrapper (a
+    # validation, a trace) would be skipped silently. Refused before any record runs; the order that works runs it.
+    store, ran = InMemoryPersistenceLayer(), []
+
+    @_audited
+    @idempotent_function(data_keyword_argument="record", persistence_store=store)
+    def above(record):
+        ran.append(record.message_id)
+
+    event = sqs_event(sqs_record("m-1", 1))
+    with pytest.raises(TypeError, match="wraps an @idempotent_function"):
+        process_partial_response(event, above, BatchProcessor(EventType.SQS))
+    assert ran == []
+
+    @idempotent_function(data_keyword_argument="record", persistence_store=store)
+    @_audited
+    def below(record):
+        ran.append(record.message_id)
+
+    AUDITED.clear()
+    processor = BatchProcessor(EventType.SQS)
+    for _ in range(2):
+        assert process_partial_response(event, below, processor) == {"batchItemFailures": []}
+    assert (ran, AUDITED) == (["m-1"], ["m-1"])  # the wrapper ran inside the guard, once; the redelivery replayed
+
+
+def test_a_cutover_on_the_processors_config_that_its_idempotent_function_handler_would_drop_is_refused():
+    cutover = PowertoolsCutover(table_name="powertools", until=FAR_FUTURE, key_prefix="orders", boto3_client=object())
+    ran = []
+
+    @idempotent_function(data_keyword_argument="record", persistence_store=InMemoryPersistenceLayer())
+    def handler(record):
+        ran.append(record.message_id)
+
+    processor = BatchProcessor(EventType.SQS, config=IdempotencyConfig(powertools_cutover=cutover))
+    with pytest.raises(TypeError, match="put powertools_cutover on the function's config"):
+        process_partial_response(sqs_event(sqs_record("m-1", 1)), handler, processor)
+    assert ran == []  # nothing ran: the whole batch comes back, and no record Powertools processed runs again

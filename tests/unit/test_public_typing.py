@@ -71,6 +71,8 @@ EVERYTHING = textwrap.dedent(
         InvalidResultError,
         Item,
         ItemTooLargeError,
+        KafkaHeaders,
+        KafkaRecord,
         KinesisRecord,
         LambdaContext,
         LockLostError,
@@ -168,6 +170,7 @@ EVERYTHING = textwrap.dedent(
     sqs = BatchProcessor(EventType.SQS, store=store, config=config, max_workers=4, clock=clock)
     kinesis = BatchProcessor(EventType.KINESIS, store=table, stop_on_first_failure=True)
     streams = AsyncBatchProcessor(EventType.DYNAMODB_STREAMS, store=store, max_concurrency=8)
+    kafka = BatchProcessor(EventType.KAFKA, store=store, config=IdempotencyConfig(key_header="Idempotency-Key"))
     thirds = CustomDictSerializer(to_dict=lambda n: {"n": n}, from_dict=lambda d: d["n"])
 
 
@@ -232,6 +235,16 @@ EVERYTHING = textwrap.dedent(
     def kinesis_handler(event: BatchEvent, context: LambdaContext) -> PartialBatchResponse:
         process_partial_response(event, lambda record: record.partition_key, kinesis, context)
         return kinesis.process(event, on_kinesis, context)
+
+
+    def on_kafka(record: KafkaRecord) -> list[bytes]:
+        headers: KafkaHeaders = record.headers
+        print(record.topic_partition, record.offset, record.key, record.json_value, headers.get("trace"))
+        return headers.get_all("trace")
+
+
+    def kafka_handler(event: BatchEvent, context: LambdaContext) -> PartialBatchResponse:
+        return process_partial_response(event, on_kafka, kafka, context)
 
 
     def streams_handler(event: BatchEvent, context: LambdaContext) -> PartialBatchResponse:
@@ -332,6 +345,11 @@ REVEALED = textwrap.dedent(
     reveal_type(BatchProcessor(EventType.KINESIS, store=store))  # kinesis
     reveal_type(BatchProcessor(EventType.DYNAMODB_STREAMS, store=store))  # streams
     reveal_type(AsyncBatchProcessor(EventType.KINESIS, store=store))  # async kinesis
+    reveal_type(BatchProcessor(EventType.KAFKA, store=store))  # kafka
+    reveal_type(AsyncBatchProcessor(EventType.KAFKA, store=store))  # async kafka
+    reveal_type(BatchProcessor(EventType.KinesisDataStreams, store=store))  # powertools kinesis
+    reveal_type(BatchProcessor(EventType.DynamoDBStreams, store=store))  # powertools streams
+    reveal_type(AsyncBatchProcessor(EventType.Kafka, store=store))  # powertools kafka
     reveal_type(BatchProcessor(event_type, store=store))  # any source
     """
 )
@@ -347,6 +365,7 @@ MISUSES = {
             DynamoDBStreamRecord,
             EventType,
             IdempotencyGuard,
+            KafkaRecord,
             KinesisRecord,
             SQSRecord,
             async_process_partial_response,
@@ -376,6 +395,16 @@ MISUSES = {
         sqs.process({"Records": []}, on_kinesis)  # refused: [arg-type]
         process_partial_response({"Records": []}, on_stream, kinesis)  # refused: [arg-type]
         process_partial_response({"Records": []}, on_sqs, sqs)  # refused: [arg-type]
+        kafka = BatchProcessor(EventType.KAFKA, store=store)
+
+
+        def on_kafka(record: KafkaRecord) -> bytes | None:
+            return record.value
+
+
+        process_partial_response({"records": {}}, on_kafka, kinesis)  # refused: [arg-type]
+        kafka.process({"records": {}}, on_kinesis)  # refused: [arg-type]
+        kafka.process({"records": {}}, on_kafka)
         asyncio.run(
             async_process_partial_response(
                 {"Records": []},
@@ -535,7 +564,14 @@ def test_each_processor_is_typed_by_its_event_source(mypy_run):
     assert revealed(mypy_run, "kinesis") == "BatchProcessor[KinesisRecord]"
     assert revealed(mypy_run, "streams") == "BatchProcessor[DynamoDBStreamRecord]"
     assert revealed(mypy_run, "async kinesis") == "AsyncBatchProcessor[KinesisRecord]"
-    assert revealed(mypy_run, "any source") == "BatchProcessor[SQSRecord | KinesisRecord | DynamoDBStreamRecord]"
+    assert revealed(mypy_run, "kafka") == "BatchProcessor[KafkaRecord]"
+    assert revealed(mypy_run, "async kafka") == "AsyncBatchProcessor[KafkaRecord]"
+    assert revealed(mypy_run, "powertools kinesis") == "BatchProcessor[KinesisRecord]"
+    assert revealed(mypy_run, "powertools streams") == "BatchProcessor[DynamoDBStreamRecord]"
+    assert revealed(mypy_run, "powertools kafka") == "AsyncBatchProcessor[KafkaRecord]"
+    assert revealed(mypy_run, "any source") == (
+        "BatchProcessor[SQSRecord | KinesisRecord | DynamoDBStreamRecord | KafkaRecord]"
+    )
 
 
 @pytest.mark.parametrize("name", MISUSES)

@@ -146,6 +146,11 @@ def test_no_alarm_for_our_own_packages_a_copy_installed_beside_the_handler_or_a_
     for name in ("consumer", "persistence"):
         shutil.copytree(ROOT / name, vendored / name, ignore=shutil.ignore_patterns("__pycache__"))
     assert invoke(vendored).stdout == '"ran"\n'
+    # invoke run from a clone of the repository (the README's sample commands), the wheel installed elsewhere.
+    checkout = function_dir(tmp_path / "checkout", {"app.py": APP, "pyproject.toml": ""})
+    for name in ("consumer", "persistence"):
+        shutil.copytree(ROOT / name, checkout / name, ignore=shutil.ignore_patterns("__pycache__"))
+    assert invoke(checkout).stdout == '"ran"\n'
 
 
 def test_a_module_in_sys_modules_is_judged_by_its_file_a_symlinked_copy_of_ours_passes(tmp_path, monkeypatch):

@@ -21,7 +21,7 @@ from persistence import AttributeNames
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"
 TABLE_ACTIONS = {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
-BATCH_EVENTS = {"SQS", "Kinesis", "DynamoDB"}
+BATCH_EVENTS = {"SQS", "Kinesis", "DynamoDB", "MSK"}
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +54,11 @@ def test_sam_transforms_it_into_plain_cloudformation(template):
     mappings = [r for r in output["Resources"].values() if r["Type"] == "AWS::Lambda::EventSourceMapping"]
     batch_events = [e for f in functions(template).values() for e in f["Properties"]["Events"].values()
                     if e["Type"] in BATCH_EVENTS]  # fmt: skip
-    assert len(mappings) == len(batch_events) == 5  # SQS x3 (one async), Kinesis, DynamoDB Streams
+    assert len(mappings) == len(batch_events) == 6  # SQS x3 (one async), Kinesis, DynamoDB Streams, MSK
     assert all(m["Properties"]["FunctionResponseTypes"] == ["ReportBatchItemFailures"] for m in mappings)
+    # Kafka's error handling controls, partial batch response included, are a provisioned-mode feature.
+    (kafka,) = [m for m in mappings if "Topics" in m["Properties"]]
+    assert kafka["Properties"]["ProvisionedPollerConfig"]["MinimumPollers"] >= 1
 
 
 def test_table_attribute_names_are_the_codes_defaults(template):

@@ -1,0 +1,87 @@
+"""Producer-set idempotency keys: a header (or message attribute, or detail field) of a record, by name.
+
+Many producers put their own key on a message (``Idempotency-Key``): a retried send is a new message with a new
+id (SQS ``messageId``, a new Kafka offset), but it carries the same key. :func:`producer_header` reads it from
+the record as Lambda delivers it, matching the name case-insensitively:
+
+- a Kafka record: its headers (arrays of byte integers); a repeated name gives its last value. A value that is
+  UTF-8 is its text; any other value (a binary key: a UUID's 16 bytes, a hash) is its bytes, keyed in a form of
+  their own (:class:`~consumer._serde.BinaryKey`): the same on every delivery, and never equal to a text value or
+  to anything a payload holds, so it cannot collide with one;
+- an SQS message: its ``messageAttributes``' ``stringValue`` (a binary attribute: its base64 ``binaryValue``);
+- an EventBridge event: the top-level field of its ``detail``, as it is (a string, a number, an object).
+
+Anything else, or a record without it, has no such header: ``None``, which the missing-key rules then judge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from consumer._kafka import header_bytes
+from consumer._serde import BinaryKey
+
+_ABSENT = object()
+
+
+def _lookup(fields: Mapping[str, Any], name: str) -> Any:
+    folded = name.casefold()
+    found = None
+    for field, value in fields.items():  # the last match wins, as for a repeated Kafka header
+        if isinstance(field, str) and field.casefold() == folded:
+            found = value
+    return found
+
+
+def kafka_header(headers: Any, name: str) -> str | BinaryKey | None:
+    """The key material of Kafka header ``name`` (its last value): UTF-8 text, else its bytes; or ``None``.
+
+    Only the named header is decoded: another header, however malformed, is not read.
+
+    Raises:
+        ValueError: ``headers`` is not a list (Lambda's shape), or the named header's value is not an array of
+            byte integers.
+    """
+    if headers is None:
+        return None
+    if not isinstance(headers, list):
+        msg = f"headers are not a list, got {type(headers).__name__}"
+        raise ValueError(msg)  # noqa: TRY004 - a key error naming the record (keys.select), as any bad input
+    folded, value = name.casefold(), _ABSENT
+    for entry in headers:  # in record order, so that the last value wins
+        if not isinstance(entry, Mapping):
+            continue  # names no header: not the one asked for
+        for field, raw in entry.items():
+            if isinstance(field, str) and field.casefold() == folded:
+                value = raw
+    if value is _ABSENT:
+        return None
+    data = header_bytes(value, name)
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        return BinaryKey(data)  # a binary key: stable, and keyed unlike any text or payload value
+
+
+def producer_header(record: Any, name: str) -> Any:
+    """The value ``name`` names on ``record`` (case-insensitively), or ``None`` when it has none.
+
+    Raises:
+        ValueError: Kafka headers not of Lambda's shape (see :func:`kafka_header`).
+    """
+    if not isinstance(record, Mapping):
+        return None
+    if "topic" in record and "offset" in record:  # Kafka
+        return kafka_header(record.get("headers"), name)
+    attributes = record.get("messageAttributes")
+    if isinstance(attributes, Mapping):  # SQS
+        attribute = _lookup(attributes, name)
+        if not isinstance(attribute, Mapping):
+            return None
+        text = attribute.get("stringValue")
+        return text if text is not None else attribute.get("binaryValue")
+    detail = record.get("detail")
+    if "detail-type" in record and isinstance(detail, Mapping):  # EventBridge
+        return _lookup(detail, name)
+    return None

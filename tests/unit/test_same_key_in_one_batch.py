@@ -1,0 +1,362 @@
+"""Two records of one batch with the same key, running at once (``max_workers`` > 1, real threads or tasks).
+
+The second to reach its guard meets the first one's lock. It used to fail as held by "another invocation", and
+on Kafka (and Kinesis) its failure failed the rest of its partition: a spurious redelivery of the whole tail. Now
+it waits for the holder, a record of its own batch, to end, then replays its result (or runs, if it failed).
+
+The holder's body waits until the other record has met its lock (``MeetingStore.met``), so the conflict happens
+on every run, not by chance; before the fix the test then sees the failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+from events import kafka_event, kafka_failures, kafka_record, kinesis_record
+from fakes import FakeContext
+
+from consumer import AsyncBatchProcessor, BatchProcessor, EventType, IdempotencyConfig, IdempotencyGuard, Outcome
+from persistence import InMemoryPersistenceLayer, RecordStatus, SQLitePersistenceLayer
+
+HEADER = IdempotencyConfig(key_header="Idempotency-Key")
+WAIT_S = 5  # what a holder waits for the other record to meet its lock: long enough never to be reached
+
+
+class MeetingStore:
+    """A store that counts the acquires that met a live lock (another record's); ``met(n)`` waits for ``n``."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.meetings, self._changed = inner, 0, threading.Condition()
+        self.blocking = getattr(inner, "blocking", True)  # the in-memory store is called on the loop, as it is
+
+    def met(self, count: int = 1) -> bool:
+        with self._changed:
+            return self._changed.wait_for(lambda: self.meetings >= count, WAIT_S)
+
+    def acquire(self, record, now_ms):
+        existing = self.inner.acquire(record, now_ms)
+        if existing is not None and existing.status is RecordStatus.IN_PROGRESS:
+            with self._changed:
+                self.meetings += 1
+                self._changed.notify_all()
+        return existing
+
+    def complete(self, record):
+        self.inner.complete(record)
+
+    def release(self, key, lease):
+        self.inner.release(key, lease)
+
+    def get(self, key):
+        return self.inner.get(key)
+
+    def delete(self, key):
+        return self.inner.delete(key)
+
+    def scan(self, status=None, limit=None):
+        return self.inner.scan(status, limit)
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request, tmp_path) -> MeetingStore:
+    inner = InMemoryPersistenceLayer() if request.param == "memory" else SQLitePersistenceLayer(str(tmp_path / "s.db"))
+    return MeetingStore(inner)
+
+
+def keyed(partition: int, offset: int, key: bytes) -> dict:
+    return kafka_record("orders", partition, offset, {"p": partition}, headers=[("Idempotency-Key", key)])
+
+
+def outcomes(processor) -> dict[str, str]:
+    return {item.item_id: item.outcome.value for item in processor.items}
+
+
+def test_a_producer_retry_in_another_partition_replays_instead_of_failing_that_partition(store):
+    # orders-0 and orders-1 each start with the same producer key; orders-2's key is held by another invocation,
+    # which is not waited for. Each partition has a record after the first.
+    elsewhere = IdempotencyGuard(keyed(9, 0, b"held-elsewhere"), store=store.inner, config=HEADER).__enter__()
+    event = kafka_event(
+        keyed(0, 10, b"same"), keyed(0, 11, b"a"), keyed(1, 20, b"same"), keyed(1, 21, b"b"),
+        keyed(2, 30, b"held-elsewhere"), keyed(2, 31, b"c"),
+    )  # fmt: skip
+    runs = []
+
+    def handler(record):
+        runs.append(record.offset)
+        if record.headers["idempotency-key"] == b"same":
+            assert store.met(2)  # meanwhile orders-2@30 meets the other lock, and the other "same" record this one
+        return f"ran {record.offset}"
+
+    processor = BatchProcessor(
+        EventType.KAFKA, store=store, config=HEADER, max_workers=3, raise_on_entire_batch_failure=False
+    )
+    started = time.monotonic()
+    response = processor.process(event, handler, FakeContext(remaining_ms=60_000))
+    assert kafka_failures(response) == [("orders-2", 30), ("orders-2", 31)]  # only the lock of another invocation
+    assert time.monotonic() - started < WAIT_S  # that one was not waited for (nor to its deadline)
+    got = outcomes(processor)
+    pair = sorted([got["orders-0@10"], got["orders-1@20"]])
+    assert pair == ["processed", "replayed"]
+    assert (got["orders-0@11"], got["orders-1@21"], got["orders-2@30"]) == ("processed", "processed", "in_progress")
+    holder = 10 if got["orders-0@10"] == "processed" else 20
+    assert sorted(runs) == sorted([holder, 11, 21])
+    replayed = next(i for i in processor.items if i.outcome is Outcome.REPLAYED)
+    processed = next(i for i in processor.items if i.item_id in ("orders-0@10", "orders-1@20") and i is not replayed)
+    assert replayed.result == processed.result  # the holder's result, replayed
+    assert store.meetings >= 2
+    elsewhere.__exit__(None, None, None)
+
+
+def test_a_holder_that_fails_lets_the_waiting_record_run(store):
+    def handler(record):
+        if record.headers["idempotency-key"] == b"same" and store.meetings == 0:
+            assert store.met()
+            raise ValueError("the holder fails")  # its lock is released: the other record runs the work
+
+    processor = BatchProcessor(
+        EventType.KAFKA, store=store, config=HEADER, max_workers=2, raise_on_entire_batch_failure=False
+    )
+    response = processor.process(kafka_event(keyed(0, 10, b"same"), keyed(1, 20, b"same")), handler)
+    got = outcomes(processor)
+    assert sorted(got.values()) == ["failed", "processed"]
+    failed = next(item for item in processor.items if item.outcome is Outcome.FAILED)
+    assert kafka_failures(response) == [(failed.record.topic_partition, failed.record.offset)]
+
+
+def test_a_holder_stopped_by_a_base_exception_still_wakes_the_waiting_record(store):
+    ran = []
+
+    def handler(record):
+        ran.append(record.offset)
+        if len(ran) == 1:
+            assert store.met()
+            raise KeyboardInterrupt  # the guard releases its lock; the waiter must not sleep to its deadline
+
+    processor = BatchProcessor(EventType.KAFKA, store=store, config=HEADER, max_workers=2)
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        processor.process(kafka_event(keyed(0, 10, b"same"), keyed(1, 20, b"same")), handler, FakeContext(60_000))
+    assert sorted(ran) == [10, 20]  # the waiting record woke, took the released lock and ran
+    assert time.monotonic() - started < WAIT_S
+
+
+class RealTimeContext:
+    """A Lambda context whose remaining time runs with the wall clock."""
+
+    def __init__(self, remaining_ms: int) -> None:
+        self._ends = time.monotonic() + remaining_ms / 1000
+
+    def get_remaining_time_in_millis(self) -> int:
+        return int((self._ends - time.monotonic()) * 1000)
+
+
+def test_a_wait_ends_at_the_deadline_margin_and_the_record_is_deferred(store):
+    # 300 ms before the margin: the holder outlasts them, so the other record is deferred (not run, redelivered).
+    released = threading.Event()
+
+    def handler(record):
+        assert store.met()
+        released.wait(1)  # longer than the waiting record may wait
+
+    processor = BatchProcessor(
+        EventType.KAFKA, store=store, config=HEADER, max_workers=2, raise_on_entire_batch_failure=False
+    )
+    started = time.monotonic()
+    event = kafka_event(keyed(0, 10, b"same"), keyed(1, 20, b"same"), keyed(1, 21, b"b"))
+    response = processor.process(event, handler, RealTimeContext(1300))
+    got = outcomes(processor)
+    holder, waiter = sorted(["orders-0@10", "orders-1@20"], key=lambda item_id: got[item_id] != "processed")
+    assert (got[holder], got[waiter]) == ("processed", "deferred")
+    # orders-1@21 comes back too: skipped after its partition's waiter, or deferred (after its holder, past the margin).
+    assert [f"{p}@{o}" for p, o in kafka_failures(response)] == [waiter, "orders-1@21"]
+    assert time.monotonic() - started < 2  # the waiting record gave up after some 300 ms, the holder after 1 s
+
+
+def test_three_partitions_with_one_key_each_wait_in_turn():
+    # The holder fails; of the two waiting, one runs and the other waits again, for it, then replays.
+    store = MeetingStore(InMemoryPersistenceLayer())
+    lock, ran = threading.Lock(), []
+
+    def handler(record):
+        with lock:
+            ran.append(record.offset)
+            first = len(ran) == 1
+        if first:
+            assert store.met(2)  # both other records met this lock
+            raise ValueError("the first holder fails")
+
+    processor = BatchProcessor(
+        EventType.KAFKA, store=store, config=HEADER, max_workers=3, raise_on_entire_batch_failure=False
+    )
+    processor.process(kafka_event(keyed(0, 1, b"k"), keyed(1, 2, b"k"), keyed(2, 3, b"k")), handler)
+    assert sorted(outcomes(processor).values()) == ["failed", "processed", "replayed"]
+    assert len(ran) == 2
+
+
+def test_kinesis_records_of_two_partition_keys_with_one_payload_key_replay_too():
+    store = MeetingStore(InMemoryPersistenceLayer())
+    config = IdempotencyConfig(event_key_jmespath="powertools_json(powertools_base64(kinesis.data)).order")
+
+    def handler(record):
+        assert store.met()
+
+    event = {"Records": [kinesis_record(1, "a", {"order": "o-1"}), kinesis_record(2, "b", {"order": "o-1"})]}
+    processor = BatchProcessor(EventType.KINESIS, store=store, config=config, max_workers=2)
+    assert processor.process(event, handler) == {"batchItemFailures": []}
+    assert (processor.summary.processed, processor.summary.replayed) == (1, 1)
+
+
+def test_async_records_wait_for_a_holder_of_their_own_batch(store):
+    async def handler(record):
+        await asyncio.to_thread(store.met)  # the other task meets this lock meanwhile
+        return record.offset
+
+    async def main():
+        processor = AsyncBatchProcessor(EventType.KAFKA, store=store, config=HEADER, max_concurrency=2)
+        event = kafka_event(keyed(0, 10, b"same"), keyed(0, 11, b"x"), keyed(1, 20, b"same"), keyed(1, 21, b"y"))
+        return await processor.process(event, handler, FakeContext(remaining_ms=60_000)), processor
+
+    response, processor = asyncio.run(main())
+    assert response == {"batchItemFailures": []}
+    assert (processor.summary.processed, processor.summary.replayed) == (3, 1)
+    assert store.meetings >= 1
+
+
+class FailingReleaseStore(MeetingStore):
+    """Its releases fail: a holder whose body failed leaves its lock behind until the lock's deadline."""
+
+    def release(self, key, lease):
+        raise ConnectionError(f"the store is unreachable: {key} stays held under {lease}")
+
+
+def test_a_lock_that_outlives_its_holder_is_tried_once_more_then_in_progress():
+    store = FailingReleaseStore(InMemoryPersistenceLayer())
+    ran = []
+
+    def handler(record):
+        ran.append(record.offset)
+        assert store.met()
+        raise ValueError("the holder fails, and its lock cannot be released")
+
+    processor = BatchProcessor(
+        EventType.KAFKA, store=store, config=HEADER, max_workers=2, raise_on_entire_batch_failure=False
+    )
+    started = time.monotonic()
+    processor.process(kafka_event(keyed(0, 10, b"same"), keyed(1, 20, b"same")), handler, FakeContext(60_000))
+    assert sorted(outcomes(processor).values()) == ["failed", "in_progress"]
+    assert len(ran) == 1
+    assert store.meetings == 2  # the waiting record tried once more after its holder ended, not again and again
+    assert time.monotonic() - started < WAIT_S
+
+
+def test_only_a_lock_met_entering_is_waited_for_not_one_a_nested_guard_meets_in_the_body(store):
+    # orders-1@20 and orders-2@30 share key "b" (a producer's retry): one holds it, the other waits and replays.
+    # orders-0@10's body opens a guard of its own on key "b": that lock is met in its body, which fails, once; it
+    # is not waited for, or the body would run again.
+    holding = threading.Event()
+    ran = []
+
+    def handler(record):
+        ran.append(record.offset)
+        if record.headers["idempotency-key"] == b"b":
+            holding.set()
+            assert store.met(2)  # the nested guard and the other "b" record both meet this lock
+        else:
+            assert holding.wait(WAIT_S)
+            with IdempotencyGuard(keyed(1, 20, b"b"), store=store, config=HEADER):
+                pass
+
+    processor = BatchProcessor(
+        EventType.KAFKA, store=store, config=HEADER, max_workers=3, raise_on_entire_batch_failure=False
+    )
+    response = processor.process(kafka_event(keyed(0, 10, b"a"), keyed(1, 20, b"b"), keyed(2, 30, b"b")), handler)
+    assert kafka_failures(response) == [("orders-0", 10)]
+    got = outcomes(processor)
+    assert got["orders-0@10"] == "in_progress"
+    assert sorted([got["orders-1@20"], got["orders-2@30"]]) == ["processed", "replayed"]
+    assert len(ran) == 2  # orders-0@10's body once, and the holder's
+
+
+def test_a_waiting_record_does_not_start_after_the_batch_stopped(store):
+    # stop_on_first_failure: the holder fails and releases; its waiting copy must not start once the batch stopped.
+    def handler(record):
+        if record.offset == 10:
+            assert store.met()
+            raise ValueError("downstream is down")
+        return record.offset
+
+    processor = BatchProcessor(
+        EventType.KAFKA, store=store, config=HEADER, max_workers=2, stop_on_first_failure=True,
+        raise_on_entire_batch_failure=False,
+    )  # fmt: skip
+    processor.process(kafka_event(keyed(0, 10, b"k"), keyed(1, 20, b"k"), keyed(1, 21, b"x")), handler, FakeContext())
+    got = outcomes(processor)
+    assert (got["orders-0@10"], got["orders-1@20"], got["orders-1@21"]) == ("failed", "skipped", "skipped")
+    assert list(store.scan()) == []  # nothing ran to a commit
+
+
+def test_a_record_does_not_hold_up_groups_waiting_for_a_worker(store):
+    # Two workers, four partitions: the copy of a slow holder's key does not wait while partitions wait for a
+    # worker (it fails as in progress, as another invocation's lock makes it): the bystanders run meanwhile.
+    release = threading.Event()
+
+    def handler(record):
+        if record.offset == 0:
+            assert store.met()
+            assert release.wait(WAIT_S)  # the holder is slow until every bystander ran
+        elif record.partition >= 2:
+            ran.append(record.offset)
+            if len(ran) == 2:
+                release.set()
+        return record.offset
+
+    ran: list[int] = []
+    event = kafka_event(keyed(0, 0, b"k"), keyed(1, 100, b"k"), keyed(2, 200, b"x"), keyed(3, 300, b"y"))
+    processor = BatchProcessor(EventType.KAFKA, store=store, config=HEADER, max_workers=2)
+    processor.process(event, handler, FakeContext())
+    got = outcomes(processor)
+    assert (got["orders-0@0"], got["orders-1@100"]) == ("processed", "in_progress")
+    assert sorted(ran) == [200, 300]
+
+
+def test_a_copy_waiting_on_a_cutover_replay_replays_too(tmp_path):
+    # The holder takes our lock, then its read of the Powertools table finds the record COMPLETED and replays
+    # without ever holding the lock past its enter: the copy that met the lock meanwhile tries again and replays.
+    import datetime as dt  # noqa: PLC0415 - this test's alone
+    import json  # noqa: PLC0415 - this test's alone
+
+    from consumer import PowertoolsCutover  # noqa: PLC0415 - this test's alone
+
+    store = MeetingStore(SQLitePersistenceLayer(str(tmp_path / "s.db")))
+
+    class PowertoolsTable:  # a boto3 client stand-in: Powertools committed the first payload before the cut-over
+        def __init__(self) -> None:
+            self.asked: list[object] = []
+
+        def get_item(self, **request: object) -> dict:
+            self.asked.append(request["Key"])
+            if request["Key"] != self.asked[0]:
+                return {}  # not a record Powertools processed
+            assert store.met()  # the other partition's copy meets our lock while the table is read
+            item = {"status": {"S": "COMPLETED"}, "data": {"S": json.dumps({"charged": 1})}}
+            return {"Item": {**item, "expiration": {"N": str(int(time.time()) + 3600)}}}
+
+    cutover = PowertoolsCutover(
+        table_name="t", until=dt.datetime(2099, 1, 1, tzinfo=dt.timezone.utc), key_prefix="pt",
+        event_key_jmespath="value", boto3_client=PowertoolsTable(),
+    )  # fmt: skip
+    config = IdempotencyConfig(key_header="Idempotency-Key", powertools_cutover=cutover)
+    processor = BatchProcessor(EventType.KAFKA, store=store, config=config, max_workers=2)
+    same, other = {"order": 1}, {"order": 2}  # what Powertools keyed (event_key_jmespath="value")
+    event = kafka_event(
+        kafka_record("orders", 0, 10, same, headers=[("Idempotency-Key", b"k")]),
+        kafka_record("orders", 1, 20, same, headers=[("Idempotency-Key", b"k")]),
+        kafka_record("orders", 1, 21, other, headers=[("Idempotency-Key", b"other")]),
+    )
+    response = processor.process(event, lambda record: record.offset, FakeContext())
+    assert kafka_failures(response) == []
+    got = outcomes(processor)
+    assert (got["orders-0@10"], got["orders-1@20"], got["orders-1@21"]) == ("replayed", "replayed", "processed")
