@@ -283,7 +283,7 @@ def test_only_a_lock_met_entering_is_waited_for_not_one_a_nested_guard_meets_in_
 def test_a_waiting_record_does_not_start_after_the_batch_stopped(store):
     # stop_on_first_failure: the holder fails and releases; its waiting copy must not start once the batch stopped.
     def handler(record):
-        if record.offset == 10:
+        if record.offset in (10, 20):  # whichever copy of "k" took the lock first fails; the other never runs
             assert store.met()
             raise ValueError("downstream is down")
         return record.offset
@@ -294,7 +294,8 @@ def test_a_waiting_record_does_not_start_after_the_batch_stopped(store):
     )  # fmt: skip
     processor.process(kafka_event(keyed(0, 10, b"k"), keyed(1, 20, b"k"), keyed(1, 21, b"x")), handler, FakeContext())
     got = outcomes(processor)
-    assert (got["orders-0@10"], got["orders-1@20"], got["orders-1@21"]) == ("failed", "skipped", "skipped")
+    assert sorted([got["orders-0@10"], got["orders-1@20"]]) == ["failed", "skipped"]
+    assert got["orders-1@21"] == "skipped"
     assert list(store.scan()) == []  # nothing ran to a commit
 
 
@@ -304,10 +305,10 @@ def test_a_record_does_not_hold_up_groups_waiting_for_a_worker(store):
     release = threading.Event()
 
     def handler(record):
-        if record.offset == 0:
+        if record.partition < 2:  # whichever copy of "k" took the lock first is the holder; the other never runs
             assert store.met()
             assert release.wait(WAIT_S)  # the holder is slow until every bystander ran
-        elif record.partition >= 2:
+        else:
             ran.append(record.offset)
             if len(ran) == 2:
                 release.set()
@@ -318,7 +319,7 @@ def test_a_record_does_not_hold_up_groups_waiting_for_a_worker(store):
     processor = BatchProcessor(EventType.KAFKA, store=store, config=HEADER, max_workers=2)
     processor.process(event, handler, FakeContext())
     got = outcomes(processor)
-    assert (got["orders-0@0"], got["orders-1@100"]) == ("processed", "in_progress")
+    assert sorted([got["orders-0@0"], got["orders-1@100"]]) == ["in_progress", "processed"]
     assert sorted(ran) == [200, 300]
 
 
