@@ -13,6 +13,8 @@ if TYPE_CHECKING:
     import asyncio
     from collections.abc import Awaitable
 
+    from persistence import AsyncPersistenceLayer, IdempotencyRecord
+
 T = TypeVar("T")
 
 
@@ -46,3 +48,19 @@ async def settled(call: Awaitable[T]) -> T:
             cancelled.__context__ = future.exception()  # shown with the traceback; the cancellation wins
         raise cancelled
     return future.result()
+
+
+async def acquire_settled(
+    store: AsyncPersistenceLayer, record: IdempotencyRecord, now_ms: int
+) -> IdempotencyRecord | None:
+    """``store.acquire`` awaited to its end; after a cancellation meanwhile, a lock it took is released first.
+
+    Raises:
+        asyncio.CancelledError: The awaiting task was cancelled: the body must not run.
+    """
+    acquiring, cancelled = await settle(store.acquire(record, now_ms))
+    if cancelled is not None:
+        if not acquiring.cancelled() and acquiring.exception() is None and acquiring.result() is None:
+            await settle(store.release(record.key, record.lease))  # ours, and never to be used
+        raise cancelled
+    return acquiring.result()

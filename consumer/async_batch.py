@@ -6,7 +6,7 @@ import time
 from typing import TYPE_CHECKING, overload
 
 from consumer._context import Invocation, system_clock
-from consumer.batch import _Batch, _Processor
+from consumer._processor import _Batch, _Processor
 from consumer.event_sources import RecordT
 from persistence import as_async_store
 

@@ -7,19 +7,20 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, final
 
-from consumer._async import settle, settled
+from consumer._async import acquire_settled, settle, settled
 from consumer._context import current_lambda_context, enter_key, leave_key, system_clock
 from consumer._errors import (
     AlreadyProcessed,
-    IdempotencyAlreadyInProgressError,
     IdempotencyValidationError,
     InvalidResultError,
     NestedReplayError,
 )
+from consumer._held import hold, in_progress_error, let_go
 from consumer._outcomes_log import log_release_failed
-from consumer._output import decode_output, encode_output, unstored, without_response
+from consumer._output import decode_output, without_response
+from consumer._result import completed_record, refusal
 from consumer._unguarded import idempotency_disabled, warn_unguarded
-from consumer._unrun import PLAIN_RESULTS, close_unrun, never_ran, unrun_parts
+from consumer._unrun import PLAIN_RESULTS, never_ran
 from consumer.config import IdempotencyConfig
 from consumer.keys import make_key, payload_hash
 from persistence import (
@@ -48,11 +49,6 @@ logger = logging.getLogger("idempotent_consumer")
 @functools.lru_cache(maxsize=4)
 def _default_config(function_name: str | None) -> IdempotencyConfig:  # noqa: ARG001 - the cache key
     return IdempotencyConfig()
-
-
-# Leases of the locks this process holds right now (set operations are atomic under the GIL). Only read
-# to explain a conflict: a guard nested on its own record's key meets its own lock on every delivery.
-_held_leases: set[str] = set()
 
 
 @final
@@ -189,12 +185,7 @@ class IdempotencyGuard:
         if isinstance(store, InlineStore):
             existing = store.store.acquire(record, now_ms)
         else:
-            acquiring, cancelled = await settle(store.acquire(record, now_ms))
-            if cancelled is not None:
-                if not acquiring.cancelled() and acquiring.exception() is None and acquiring.result() is None:
-                    await settle(store.release(record.key, record.lease))  # ours, and never to be used
-                raise cancelled
-            existing = acquiring.result()
+            existing = await acquire_settled(store, record, now_ms)
         cutover = self.config.powertools_cutover
         if existing is None and cutover is not None and cutover.is_open(now_ms):  # hook: key free, body next
             existing = await cutover.aread_through(self.data, record, store, now_ms)  # consumer/cutover.py
@@ -253,24 +244,14 @@ class IdempotencyGuard:
         """Act on the acquire's answer: hold the lock, replay a completed record, or refuse a live lock."""
         if existing is None:
             self._held = record
-            _held_leases.add(record.lease)
+            hold(record.lease)
             return
         if not isinstance(existing, IdempotencyRecord):
             msg = f"{type(self.store).__name__}.acquire returned {existing!r}, not an IdempotencyRecord or None"
             raise TypeError(msg)
         if existing.status is RecordStatus.COMPLETE:
             self._replay(existing, self._validation_hash, now_ms)
-        holder = (
-            "a guard of this same process: an enclosing guard, or another thread or task (a guard nested in "
-            "another's body needs a key of its own: another key_prefix, or an event_key_jmespath selecting the step)"
-            if existing.lease in _held_leases
-            else "another invocation"
-        )
-        raise IdempotencyAlreadyInProgressError(
-            f"{record.key!r} is being processed by {holder} until {existing.in_progress_expires_at} (epoch ms)",
-            key=record.key,
-            existing_record=existing,
-        )
+        raise in_progress_error(record.key, existing)
 
     def _replay(self, record: IdempotencyRecord, validation_hash: str | None, read_at_ms: int | None) -> NoReturn:
         # read_at_ms: when the record was read from the store; None for a cache hit, which must not renew
@@ -385,16 +366,26 @@ class IdempotencyGuard:
         """
         held, self._held = self._held, None
         if held is not None:
-            _held_leases.discard(held.lease)
+            let_go(held.lease)
         if exc is not None:
             return (held if self.release_on_failure else None), None, exc
         if type(self.result) not in PLAIN_RESULTS and never_ran(self.result):
-            return held, None, self._refuse([self.result])
+            unrun, self.result = self.result, None
+            return held, None, refusal(self.key, unrun, [unrun], None)
         if held is None:
             return None, None, None
         try:
-            return held, *self._completed(held)
+            expires_at = int(self.clock()) + self.config.expires_after_seconds
+            return held, *completed_record(
+                held,
+                self.result,
+                self.output_serializer,
+                expires_at,
+                context=self.context,
+                batch_record=self._batch_record,
+            )
         except InvalidResultError as refused:
+            self.result = None
             return held, None, refused
 
     def _closed(self, exc: BaseException | None, failure: BaseException | None) -> Literal[False]:
@@ -410,44 +401,6 @@ class IdempotencyGuard:
                 existing_record=exc.record,
             ) from exc
         return False
-
-    def _refuse(self, unrun: list[Any], cause: BaseException | None = None) -> InvalidResultError:
-        """Close the unrun coroutines and generators and return the error to raise once the lock is released."""
-        kinds = sorted({type(part).__name__ for part in unrun})
-        close_unrun(unrun)
-        where = "is" if unrun[0] is self.result else "holds"
-        self.result = None
-        invalid = InvalidResultError(
-            f"the result of {self.key!r} {where} a {' and a '.join(kinds)}: the work it stands for has not run, so "
-            "it is not committed (await it or consume it inside the body)",
-            key=self.key,
-        )
-        invalid.__cause__ = cause
-        return invalid
-
-    def _completed(self, held: IdempotencyRecord) -> tuple[IdempotencyRecord, BaseException | None]:
-        """The ``COMPLETE`` record to write, and what interrupted storing its result (raised after the commit).
-
-        Raises ``InvalidResultError`` (lock not yet released) for unrun work.
-        """
-        interrupted = None
-        try:
-            response: str | None = encode_output(self.result, self.output_serializer)
-        except Exception as e:
-            # The body ran: whatever goes wrong encoding its result must not keep the record from committing,
-            # or the side effect would run again once the lock lapses. Unless the result holds work that has
-            # not run (a coroutine in a list, a map object, a Future): committing it would lose that work.
-            unrun = unrun_parts(self.result)
-            if unrun:
-                raise self._refuse(unrun, e) from e
-            unstored(held.key, e, self.context, self._batch_record)
-            response = None
-        except BaseException as e:  # a KeyboardInterrupt in a serializer: the body ran, so it is committed first
-            if unrun_parts(self.result):
-                raise
-            unstored(held.key, e, self.context, self._batch_record)
-            response, interrupted = None, e
-        return held.completed(response, int(self.clock()) + self.config.expires_after_seconds), interrupted
 
     def _committed(self, complete: IdempotencyRecord) -> None:
         self.committed = True

@@ -85,7 +85,9 @@ def written():
         logger.addHandler(handler)
     ticks = iter([100.0, 100.0042])
     patch = pytest.MonkeyPatch()
-    patch.setattr("consumer.batch.time", types.SimpleNamespace(perf_counter=lambda: next(ticks)))
+    clock = types.SimpleNamespace(perf_counter=lambda: next(ticks))  # read when the batch starts and ends
+    patch.setattr("consumer.batch.time", clock)
+    patch.setattr("consumer._processor.time", clock)
     patch.setenv("AWS_LAMBDA_FUNCTION_NAME", "orders")
     stdout = io.StringIO()
     patch.setattr("sys.stdout", stdout)

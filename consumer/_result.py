@@ -1,0 +1,72 @@
+"""What a guarded body's result becomes on exit: the ``COMPLETE`` record to write, or a refusal of unrun work."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from consumer._errors import InvalidResultError
+from consumer._output import encode_output, unstored
+from consumer._unrun import close_unrun, unrun_parts
+
+if TYPE_CHECKING:
+    from consumer._context import LambdaContext
+    from consumer.serialization import BaseIdempotencySerializer
+    from persistence import IdempotencyRecord
+
+
+def refusal(key: str | None, result: Any, unrun: list[Any], cause: BaseException | None) -> InvalidResultError:
+    """Close the unrun coroutines and generators; return the error to raise once the lock is released.
+
+    Args:
+        key: The guard's idempotency key, named in the message.
+        result: The body's result: ``unrun`` is it, or parts of it.
+        unrun: The coroutines, generators and other unrun work found in ``result``.
+        cause: What stopped the result's encoding, when that is how the unrun work was found.
+    """
+    kinds = sorted({type(part).__name__ for part in unrun})
+    close_unrun(unrun)
+    where = "is" if unrun[0] is result else "holds"
+    invalid = InvalidResultError(
+        f"the result of {key!r} {where} a {' and a '.join(kinds)}: the work it stands for has not run, so "
+        "it is not committed (await it or consume it inside the body)",
+        key=key,
+    )
+    invalid.__cause__ = cause
+    return invalid
+
+
+def completed_record(
+    held: IdempotencyRecord,
+    result: Any,
+    serializer: BaseIdempotencySerializer | None,
+    expires_at: int,
+    *,
+    context: LambdaContext | None,
+    batch_record: tuple[str, str] | None,
+) -> tuple[IdempotencyRecord, BaseException | None]:
+    """The ``COMPLETE`` record to write for ``held``, and what interrupted storing its result (raised after).
+
+    The body ran: whatever goes wrong encoding its result must not keep the record from committing, or the side
+    effect would run again once the lock lapses. The record is then committed without its response (logged),
+    unless the result holds work that has not run (a coroutine in a list, a map object, a Future): committing
+    it would lose that work, so it is refused instead.
+
+    Raises:
+        InvalidResultError: ``result`` holds unrun work (the lock is not yet released).
+        BaseException: One that stopped the encoding of a result holding unrun work, as it was raised.
+    """
+    interrupted = None
+    try:
+        response: str | None = encode_output(result, serializer)
+    except Exception as e:
+        unrun = unrun_parts(result)
+        if unrun:
+            raise refusal(held.key, result, unrun, e) from e
+        unstored(held.key, e, context, batch_record)
+        response = None
+    except BaseException as e:  # a KeyboardInterrupt in a serializer: the body ran, so it is committed first
+        if unrun_parts(result):
+            raise
+        unstored(held.key, e, context, batch_record)
+        response, interrupted = None, e
+    return held.completed(response, expires_at), interrupted
