@@ -149,7 +149,7 @@ class AsyncBatchRun(BatchRun):
             else:
                 waited = await await_holder(self._aholders, conflict, retried, self._wait_budget_s(conflict, guard))
         except asyncio.CancelledError as e:
-            self._cancelled(item, guard, e)
+            self._cancelled(item, guard, e, waiting_on=conflict)
             return False
         if waited is Waited.RETRY:
             return True
@@ -196,8 +196,18 @@ class AsyncBatchRun(BatchRun):
         if result is not None or guard.result is None:  # a handler may set guard.result and return None
             guard.result = result
 
-    def _cancelled(self, item: Item, guard: IdempotencyGuard, cancelled: asyncio.CancelledError) -> None:
-        """A record's body was cancelled by the deadline timer, or raised ``CancelledError`` itself."""
+    def _cancelled(
+        self,
+        item: Item,
+        guard: IdempotencyGuard,
+        cancelled: asyncio.CancelledError,
+        waiting_on: IdempotencyAlreadyInProgressError | None = None,
+    ) -> None:
+        """A record's body was cancelled by the deadline timer, or raised ``CancelledError`` itself.
+
+        Or, with ``waiting_on``, the record was waiting for a lock of its batch and its body had not started: cut
+        by the deadline timer, it is deferred, as a wait that runs out of time is.
+        """
         item.key, item.release_error = guard.key, guard.release_error
         task = asyncio.current_task()
         if self._aborting or (task not in self._deadline_cancels and _cancelling(task)):
@@ -210,6 +220,9 @@ class AsyncBatchRun(BatchRun):
             task.uncancel()
         if guard.committed:  # the timer fired while the commit was in flight, and it landed
             self._succeeded(item, guard)
+            return
+        if waiting_on is not None:
+            self._fail(item, Outcome.DEFERRED, waiting_on)
             return
         error = TimeoutError(
             f"record {item.item_id} was cancelled: less than {self.settings.deadline_margin_ms} ms were left "

@@ -361,3 +361,27 @@ def test_a_copy_waiting_on_a_cutover_replay_replays_too(tmp_path):
     assert kafka_failures(response) == []
     got = outcomes(processor)
     assert (got["orders-0@10"], got["orders-1@20"], got["orders-1@21"]) == ("replayed", "replayed", "processed")
+
+
+def test_an_async_record_waiting_when_the_deadline_timer_fires_is_deferred(store):
+    # The remaining time stands still, so the timer (set as the batch starts) fires before the wait's own budget
+    # (counted from when the wait began) runs out: the waiter is cut by the timer. Its body never started, so it
+    # is deferred, as a sync wait that runs out of time is; the holder cut mid-body has failed.
+    async def handler(record):
+        await asyncio.to_thread(store.met)
+        await asyncio.sleep(WAIT_S)  # cut by the deadline timer
+
+    async def main():
+        processor = AsyncBatchProcessor(
+            EventType.KAFKA, store=store, config=HEADER, max_concurrency=2, raise_on_entire_batch_failure=False
+        )
+        event = kafka_event(keyed(0, 10, b"same"), keyed(1, 20, b"same"))
+        return await processor.process(event, handler, FakeContext(remaining_ms=1300)), processor
+
+    started = time.monotonic()
+    response, processor = asyncio.run(main())
+    assert time.monotonic() - started < WAIT_S
+    assert sorted(outcomes(processor).values()) == ["deferred", "failed"]
+    assert len(kafka_failures(response)) == 2
+    waiter = next(item for item in processor.items if item.outcome is Outcome.DEFERRED)
+    assert waiter.key is not None  # named in its log record
