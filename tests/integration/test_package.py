@@ -196,6 +196,22 @@ def test_metadata_names_the_licence_version_urls_and_supported_pythons(built):
     assert f"[{consumer.__version__}]: https://" in changelog
 
 
+def test_every_readme_link_resolves_where_pypi_shows_the_readme(built):
+    # PyPI renders the long description without the repository: a relative link there goes nowhere. So every link
+    # is absolute, and one into the project names a file of this tree (the image by its raw address).
+    meta = wheel_metadata(built.wheel)
+    home = dict(u.split(", ", 1) for u in meta.get_all("Project-URL") or [])["Source"]
+    owner_repo = home.removeprefix("https://github.com/")
+    project = (f"{home}/blob/main/", f"https://raw.githubusercontent.com/{owner_repo}/main/")
+    targets = re.findall(r"\]\(([^)\s]+)\)", meta.get_payload())
+    assert targets
+    relative = [t for t in targets if not t.startswith(("https://", "#"))]
+    assert relative == [], "relative links break on PyPI"
+    ours = [t.removeprefix(p).split("#")[0] for t in targets for p in project if t.startswith(p)]
+    assert "docs/bench.png" in ours
+    assert [t for t in ours if not (ROOT / t).is_file()] == []
+
+
 def quick_start() -> tuple[str, str]:
     """The README's quick start: the first Python block of its section, and the output block after it."""
     readme = (ROOT / "README.md").read_text()
