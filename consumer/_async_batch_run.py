@@ -114,7 +114,11 @@ class AsyncBatchRun(BatchRun):
     async def _arun_item(self, item: Item, number: int) -> None:
         retried: set[str] = set()  # the leases of this batch's records it tried again after
         while not self._skipped(item):  # checked again before a retry: the batch may have stopped meanwhile
-            guard = self._in_flight[number] = self._guard(item)
+            try:
+                guard = self._in_flight[number] = self._guard(item)
+            except Exception as e:  # noqa: BLE001 - e.g. a serializer the function's annotation cannot name
+                self._failed(item, e, None)
+                return
             conflict = await self._attempt(item, guard)
             if conflict is None or not await self._awaited_holder(item, guard, conflict, retried):
                 return

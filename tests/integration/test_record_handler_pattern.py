@@ -315,3 +315,22 @@ def test_a_decorated_method_is_handed_over_bound(real_store):
     event = sqs_event(sqs_record("m-1", 1), sqs_record("m-2", 2), sqs_record("m-1", 1))
     assert process_partial_response(event, refunds.refund, BatchProcessor(EventType.SQS)) == {"batchItemFailures": []}
     assert refunds.done == ["m-1", "m-2"]
+
+
+def test_a_function_whose_serializer_cannot_be_built_fails_each_record_on_both_faces(face):
+    # The return annotation names a type its module imports for type checkers only: the serializer the function
+    # asks for cannot be built when the processor builds the function's guard. Each record fails with that error,
+    # reported in batchItemFailures: the async processor used to raise it out of the whole batch instead.
+    from consumer.serialization import DataclassSerializer  # noqa: PLC0415 - this test's alone
+
+    def record_handler(record) -> UnimportedReceipt:  # noqa: F821 - unresolvable on purpose
+        return {"ok": record.message_id}
+
+    handler = idempotent_function(
+        data_keyword_argument="record", store=InMemoryPersistenceLayer(), output_serializer=DataclassSerializer
+    )(face.define(record_handler))
+    processor = face.processor(EventType.SQS, raise_on_entire_batch_failure=False)
+    response = face.process(sqs_event(sqs_record("m-1", 1), sqs_record("m-2", 2)), handler, processor)
+    assert failures(response) == ["m-1", "m-2"]
+    assert [item.outcome.value for item in processor.items] == ["failed", "failed"]
+    assert all("UnimportedReceipt" in str(item.error) for item in processor.items)
