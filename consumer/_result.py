@@ -6,12 +6,19 @@ from typing import TYPE_CHECKING, Any
 
 from consumer._errors import InvalidResultError
 from consumer._output import encode_output, unstored
+from consumer._serde import ResultEncodingError
 from consumer._unrun import close_unrun, unrun_parts
 
 if TYPE_CHECKING:
     from consumer._context import LambdaContext
     from consumer.serialization import BaseIdempotencySerializer
     from persistence import IdempotencyRecord
+
+_SET_IN_BODY = (
+    "output_serializer was set in the body: a duplicate replays before any body runs, through the serializer the "
+    "guard was entered with, so it would not rebuild this result (pass it to the guard, or declare it on "
+    "@idempotent_function)"
+)
 
 
 def refusal(key: str | None, result: Any, unrun: list[Any], cause: BaseException | None) -> InvalidResultError:
@@ -41,6 +48,7 @@ def completed_record(
     serializer: BaseIdempotencySerializer | None,
     expires_at: int,
     *,
+    replays_with: BaseIdempotencySerializer | None,
     context: LambdaContext | None,
     batch_record: tuple[str, str] | None,
 ) -> tuple[IdempotencyRecord, BaseException | None]:
@@ -51,6 +59,10 @@ def completed_record(
     unless the result holds work that has not run (a coroutine in a list, a map object, a Future): committing
     it would lose that work, so it is refused instead.
 
+    A duplicate is replayed before any body runs, through the serializer the guard was entered with
+    (``replays_with``): a result stored by another one, set in the body, would not replay as itself, so it is
+    committed without its response too.
+
     Raises:
         InvalidResultError: ``result`` holds unrun work (the lock is not yet released).
         BaseException: One that stopped the encoding of a result holding unrun work, as it was raised.
@@ -58,6 +70,8 @@ def completed_record(
     interrupted = None
     try:
         response: str | None = encode_output(result, serializer)
+        if serializer is not replays_with:
+            raise ResultEncodingError(_SET_IN_BODY)  # noqa: TRY301 - handled as any result that cannot be stored
     except Exception as e:
         unrun = unrun_parts(result)
         if unrun:

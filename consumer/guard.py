@@ -84,7 +84,9 @@ class IdempotencyGuard:
             no cancellation stops): the lock is then left to expire at its deadline. ``AsyncBatchProcessor``
             does so for the bodies it cancels at the deadline.
         committed: Whether the result was stored (``COMPLETE``): true once ``__exit__`` committed it.
-        output_serializer: Stores ``result`` and rebuilds a replayed response; the body may set it too.
+        output_serializer: Stores ``result`` and rebuilds a replayed response. Set it before entering: a
+            duplicate replays through the one the guard entered with, so a result whose serializer the body
+            changed is committed without its response (logged).
     """
 
     def __init__(
@@ -120,7 +122,16 @@ class IdempotencyGuard:
         self.clock = clock
         self.key_prefix = key_prefix
         self.disabled = disabled
+        if output_serializer is not None and (
+            isinstance(output_serializer, type) or not callable(getattr(output_serializer, "to_dict", None))
+        ):
+            msg = (
+                f"output_serializer={output_serializer!r}: pass a serializer instance, such as "
+                "DataclassSerializer(Receipt) (only @idempotent_function builds one from a return annotation)"
+            )
+            raise TypeError(msg)
         self.output_serializer = output_serializer
+        self._entered_serializer = output_serializer
         self.key: str | None = None
         self.result: Any = None
         self.release_error: IdempotencyError | None = None
@@ -195,6 +206,7 @@ class IdempotencyGuard:
     def _entered(self) -> IdempotencyGuard:
         """The body runs next: its key (``None`` unguarded) is ``current_idempotency_key()`` until ``__exit__``."""
         self._key_token = enter_key(self.key)
+        self._entered_serializer = self.output_serializer
         return self
 
     def _leave(self) -> None:
@@ -381,6 +393,7 @@ class IdempotencyGuard:
                 self.result,
                 self.output_serializer,
                 expires_at,
+                replays_with=self._entered_serializer,
                 context=self.context,
                 batch_record=self._batch_record,
             )

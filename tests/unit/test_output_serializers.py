@@ -795,3 +795,31 @@ def test_an_idempotent_function_handed_to_a_batch_processor_replays_its_type():
     assert [item.result for item in processor.items] == [a_receipt("o-1"), a_receipt("o-1")]
     assert all(isinstance(item.result, Receipt) for item in processor.items)
     assert runs == ["m-1"]
+
+
+def test_a_serializer_set_in_the_body_commits_without_the_response_instead_of_replaying_another_type(caplog):
+    # A duplicate replays before any body runs, through the serializer the guard was entered with: it would have
+    # rebuilt a dict where the first run returned a model. The result is committed without its response, logged.
+    store, runs = InMemoryPersistenceLayer(), []
+    processor = BatchProcessor(EventType.SQS, store=store)
+    event = {"Records": [{"messageId": "m-1", "body": "{}"}]}
+
+    def handler(record, guard):
+        runs.append(record.message_id)
+        guard.output_serializer = PydanticSerializer(Receipt)
+        return a_receipt()
+
+    with caplog.at_level(logging.WARNING, "idempotent_consumer"):
+        assert processor.process(event, handler) == {"batchItemFailures": []}
+        assert processor.items[0].result == a_receipt()
+        assert processor.process(event, handler) == {"batchItemFailures": []}
+    assert runs == ["m-1"]
+    assert (processor.summary.replayed, processor.items[0].result) == (1, None)
+    assert "output_serializer was set in the body" in caplog.text
+    assert [r.response for r in store.scan()] == [None]
+
+
+@pytest.mark.parametrize("given", [DataclassSerializer, PydanticSerializer, "not a serializer", {"to_dict": 1}])
+def test_the_guard_refuses_what_is_not_a_serializer_instance_when_built(given):
+    with pytest.raises(TypeError, match="pass a serializer instance"):
+        IdempotencyGuard({"messageId": "m-1"}, store=InMemoryPersistenceLayer(), output_serializer=given)
