@@ -43,6 +43,7 @@ class AsyncBatchRun(BatchRun):
     _queue: collections.deque[list[Item]] = field(default_factory=collections.deque)
     _workers: list[asyncio.Task[None]] = field(default_factory=list)
     _hiring: bool = False
+    _busy: int = 0  # workers running a group
     _aholders: BatchHolders[asyncio.Event] | None = None  # records of several groups at once meet each other's locks
 
     async def arun(self) -> None:
@@ -102,8 +103,13 @@ class AsyncBatchRun(BatchRun):
                 # that never suspend are all run by one worker, with no task per record to pay for.
                 self._hiring = True
                 asyncio.get_running_loop().call_soon(self._hire)
-            for item in queue.popleft():
-                await self._arun_item(item, number)
+            group = queue.popleft()
+            self._busy += 1
+            try:
+                for item in group:
+                    await self._arun_item(item, number)
+            finally:
+                self._busy -= 1
 
     def _blocked(self, item: Item) -> Outcome | None:
         blocked = super()._blocked(item)
@@ -147,8 +153,8 @@ class AsyncBatchRun(BatchRun):
         """
         assert self._aholders is not None  # noqa: S101 - a conflict is returned only when records run at once
         try:
-            hireable = self.settings.max_workers - sum(not worker.done() for worker in self._workers)
-            if len(self._queue) > hireable:  # groups no worker will take: a wait here would hold them up
+            # Groups no worker will take (a worker hired but not yet started takes one): a wait would hold them up.
+            if len(self._queue) > self.settings.max_workers - self._busy:
                 waited = Waited.NO_SPARE_WORKER
             else:
                 waited = await await_holder(self._aholders, conflict, retried, self._wait_budget_s(conflict, guard))
