@@ -245,6 +245,37 @@ def test_key_header_reads_an_sqs_message_attribute_and_an_eventbridge_detail_fie
     assert make_key(message, HEADER) == make_key(event, HEADER) == expected
 
 
+def sqs_with_attribute(message_id, **attribute):
+    message = sqs_record(message_id, {})
+    message["messageAttributes"] = {"Idempotency-Key": attribute}
+    return message
+
+
+def test_an_sqs_binary_attribute_keys_as_its_bytes_never_as_its_base64_text():
+    # A binary key's base64 text, sent by another producer as a String attribute, is another key: it used to be
+    # the same one, so one message replayed the other's result and its own body never ran.
+    raw = bytes.fromhex("12345678")
+    encoded = base64.b64encode(raw).decode()
+    binary = sqs_with_attribute("m-1", binaryValue=encoded, dataType="Binary")
+    text = sqs_with_attribute("m-2", stringValue=encoded, dataType="String")
+    kafka = kafka_record("t", 0, 1, {}, headers=[("Idempotency-Key", raw)])
+    assert make_key(binary, HEADER) != make_key(text, HEADER)
+    assert make_key(binary, HEADER) == make_key(kafka, HEADER)  # bytes key alike, whichever source carries them
+    utf8 = sqs_with_attribute("m-3", binaryValue=base64.b64encode(b"k-1").decode(), dataType="Binary")
+    assert make_key(utf8, HEADER) == make_key(sqs_with_attribute("m-4", stringValue="k-1"), HEADER)
+
+
+def test_an_sqs_binary_attribute_that_is_not_base64_fails_its_record_naming_it():
+    processor = BatchProcessor(
+        EventType.SQS, store=InMemoryPersistenceLayer(), config=HEADER, raise_on_entire_batch_failure=False
+    )
+    bad = sqs_with_attribute("m-1", binaryValue="not base64!", dataType="Binary")
+    response = processor.process(sqs_event(bad, sqs_record("m-2", {})), lambda record: None)
+    assert response == {"batchItemFailures": [{"itemIdentifier": "m-1"}]}
+    assert "binaryValue is not base64" in str(processor.items[0].error)
+    assert "not base64!" not in str(processor.items[0].error)
+
+
 def test_producer_duplicates_across_offsets_run_once(face):
     runs = []
     records = [kafka_record("t", 0, o, {"o": o}, headers=[("Idempotency-Key", b"same")]) for o in (1, 2)]
