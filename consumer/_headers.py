@@ -8,7 +8,8 @@ the record as Lambda delivers it, matching the name case-insensitively:
   UTF-8 is its text; any other value (a binary key: a UUID's 16 bytes, a hash) is its bytes, keyed in a form of
   their own (:class:`~consumer._serde.BinaryKey`): the same on every delivery, and never equal to a text value or
   to anything a payload holds, so it cannot collide with one;
-- an SQS message: its ``messageAttributes``' ``stringValue`` (a binary attribute: its base64 ``binaryValue``);
+- an SQS message: its ``messageAttributes``' ``stringValue``; a binary attribute's bytes (its ``binaryValue``,
+  decoded from base64) key as a Kafka header's do: their text when UTF-8, else in the form of their own;
 - an EventBridge event: the top-level field of its ``detail``, as it is (a string, a number, an object).
 
 Anything else, or a record without it, has no such header: ``None``, which the missing-key rules then judge.
@@ -16,6 +17,7 @@ Anything else, or a record without it, has no such header: ``None``, which the m
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping
 from typing import Any
 
@@ -53,22 +55,42 @@ def kafka_header(headers: Any, name: str) -> str | BinaryKey | None:
         if not isinstance(entry, Mapping):
             continue  # names no header: not the one asked for
         for field, raw in entry.items():
-            if isinstance(field, str) and field.casefold() == folded:
+            if isinstance(field, str) and field.casefold() == folded and raw is not None:  # null: no value
                 value = raw
     if value is _ABSENT:
         return None
-    data = header_bytes(value, name)
+    return _key_of(header_bytes(value, name))
+
+
+def _key_of(data: bytes) -> str | BinaryKey:
+    """Bytes as key material: their text when they are UTF-8, else the bytes themselves, in a form of their own."""
     try:
         return data.decode()
     except UnicodeDecodeError:
         return BinaryKey(data)  # a binary key: stable, and keyed unlike any text or payload value
 
 
+def _sqs_attribute(attribute: Mapping[str, Any], name: str) -> str | BinaryKey | None:
+    """A message attribute's key material: its ``stringValue``, else the bytes of its base64 ``binaryValue``."""
+    text = attribute.get("stringValue")
+    if text is not None:
+        return text  # type: ignore[no-any-return]  # a String or Number attribute's value, as SQS delivers it
+    encoded = attribute.get("binaryValue")
+    if encoded is None:
+        return None
+    try:
+        return _key_of(base64.b64decode(encoded, validate=True))
+    except (TypeError, ValueError) as e:  # binascii.Error is a ValueError
+        msg = f"message attribute {name!r}: binaryValue is not base64 ({type(e).__name__})"
+        raise ValueError(msg) from None
+
+
 def producer_header(record: Any, name: str) -> Any:
     """The value ``name`` names on ``record`` (case-insensitively), or ``None`` when it has none.
 
     Raises:
-        ValueError: Kafka headers not of Lambda's shape (see :func:`kafka_header`).
+        ValueError: Kafka headers not of Lambda's shape (see :func:`kafka_header`), or an SQS binary attribute
+            that is not base64.
     """
     if not isinstance(record, Mapping):
         return None
@@ -79,8 +101,7 @@ def producer_header(record: Any, name: str) -> Any:
         attribute = _lookup(attributes, name)
         if not isinstance(attribute, Mapping):
             return None
-        text = attribute.get("stringValue")
-        return text if text is not None else attribute.get("binaryValue")
+        return _sqs_attribute(attribute, name)
     detail = record.get("detail")
     if "detail-type" in record and isinstance(detail, Mapping):  # EventBridge
         return _lookup(detail, name)

@@ -117,6 +117,8 @@ class KafkaHeaders(Mapping[str, bytes]):
     def from_raw(cls, raw: Any) -> KafkaHeaders:
         """Decode Lambda's header list (``[{"name": [104, 105]}, ...]``; absent or null: no headers).
 
+        A header whose value is null (Kafka allows one) is left out: it reads as absent.
+
         Raises:
             ValueError: The list, an entry or a value is not of that shape.
         """
@@ -130,7 +132,8 @@ class KafkaHeaders(Mapping[str, bytes]):
             if not isinstance(entry, Mapping):
                 msg = f"a header is not an object, got {type(entry).__name__}"
                 raise ValueError(msg)  # noqa: TRY004 - as above
-            pairs.extend((str(name), header_bytes(value, str(name))) for name, value in entry.items())
+            # Kafka allows a header without a value: null reads as absent, as it does for key_header.
+            pairs.extend((str(name), header_bytes(v, str(name))) for name, v in entry.items() if v is not None)
         return cls(pairs)
 
     def __getitem__(self, name: str) -> bytes:

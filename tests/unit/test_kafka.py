@@ -226,6 +226,27 @@ def test_a_tombstone_has_no_value():
         _ = record.json_value
 
 
+def test_a_header_without_a_value_reads_as_absent_and_fails_nothing():
+    # Kafka allows a header whose value is null. It used to fail the whole batch (BatchEventError), every
+    # partition, on every delivery; a key header without a value keys the record by its own id, as a missing one.
+    odd = kafka_record("orders", 0, 9, {}, headers=[("Idempotency-Key", b"k-9")])
+    odd["headers"].append({"traceparent": None})
+    keyless = kafka_record("orders", 1, 5, {}, headers=[("Idempotency-Key", b"k-5")])
+    keyless["headers"].append({"idempotency-key": None})  # after a value: null does not replace it
+    bare = kafka_record("orders", 2, 1, {})
+    bare["headers"] = [{"Idempotency-Key": None}]
+    seen = []
+    processor = BatchProcessor(EventType.KAFKA, store=InMemoryPersistenceLayer(), config=HEADER)
+    assert processor.process(kafka_event(odd, keyless, bare), seen.append) == {"batchItemFailures": []}
+    assert "traceparent" not in seen[0].headers
+    assert seen[1].headers["Idempotency-Key"] == b"k-5"
+    assert make_key(keyless, HEADER) == make_key(
+        kafka_record("t", 0, 1, {}, headers=[("Idempotency-Key", b"k-5")]), HEADER
+    )
+    by_id = IdempotencyConfig(key_prefix="p")
+    assert make_key(bare, HEADER) == make_key(bare, by_id)
+
+
 # Producer-set keys: one header name, every source.
 
 HEADER = IdempotencyConfig(key_header="Idempotency-Key", key_prefix="p")
