@@ -108,12 +108,18 @@ def records_of(event: BatchEvent, event_type: EventType) -> list[Any]:
 
 
 def _parse_one(event_type: EventType, index: int, raw: Any) -> Item:
+    # Without its identifier a record cannot be reported failed: a record that cannot be parsed fails the whole
+    # invocation, so the batch is redelivered rather than lose it.
+    if not isinstance(raw, dict):
+        msg = f"record {index} of the batch is not a {event_type.value} record: not an object, got {type(raw).__name__}"
+        raise BatchEventError(msg)
     try:
         record = parse_record(event_type, raw)
-    except (KeyError, TypeError, AttributeError) as e:
-        # Without its identifier a record cannot be reported failed: fail the whole invocation so the
-        # batch is redelivered rather than lose it.
+    except KeyError as e:
         raise BatchEventError(f"record {index} of the batch is not a {event_type.value} record: missing {e}") from e
+    except (TypeError, AttributeError) as e:
+        msg = f"record {index} of the batch is not a {event_type.value} record: a field of the wrong type ({e})"
+        raise BatchEventError(msg) from e
     except ValueError as e:  # a field that is there but unusable (a Kafka value that is not base64)
         raise BatchEventError(f"record {index} of the batch is not a usable {event_type.value} record: {e}") from e
     item_id = item_identifier(record)

@@ -204,6 +204,17 @@ def test_bad_records_fail_the_invocation_naming_the_record(raw, message):
     assert runs == []  # nothing ran: the whole batch comes back
 
 
+@pytest.mark.parametrize(("bad", "kind"), [(None, "NoneType"), ("orders-0@2", "str"), (42, "int")])
+def test_a_record_that_is_not_an_object_is_named_so(bad, kind):
+    # It used to read "missing 'NoneType' object is not subscriptable".
+    event = kafka_event(kafka_record("orders", 0, 1, {}))
+    event["records"]["orders-0"].append(bad)
+    with pytest.raises(
+        BatchEventError, match=rf"^record 1 of the batch is not a kafka record: not an object, got {kind}$"
+    ):
+        BatchProcessor(EventType.KAFKA, store=InMemoryPersistenceLayer()).process(event, lambda r: None)
+
+
 @pytest.mark.parametrize(
     "event",
     [{"eventSource": "aws:kafka", "records": [1]}, {"eventSource": "aws:kafka"}, {"records": {"t-0": {"x": 1}}}],
