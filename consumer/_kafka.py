@@ -48,6 +48,7 @@ def kafka_records(event: Mapping[str, Any]) -> list[Any]:
     Each record carries its event's source, as SQS and Kinesis records carry theirs: ``eventSource`` and the
     cluster (MSK's ``eventSourceArn``, self-managed Kafka's ``bootstrapServers``). The default key includes the
     cluster: two clusters (or two mappings of one function) may each have an ``orders`` partition 0 at offset 42.
+    A self-managed mapping's brokers are sorted (and deduplicated), so reordering them changes no key.
 
     Raises:
         ValueError: ``records`` is not an object of lists, or ``eventSource`` names another source.
@@ -61,6 +62,8 @@ def kafka_records(event: Mapping[str, Any]) -> list[Any]:
         msg = f"the Kafka event has no 'records' object (topic-partition to records), got {type(records).__name__}"
         raise ValueError(msg)  # noqa: TRY004 - the event is unusable, reported as BatchEventError (a ValueError)
     origin = {field: event[field] for field in _EVENT_FIELDS if field in event}
+    if isinstance(origin.get("bootstrapServers"), str):  # part of the default key: the same brokers in any order
+        origin["bootstrapServers"] = ",".join(sorted({b.strip() for b in origin["bootstrapServers"].split(",")}))
     flat: list[Any] = []
     for partition, chunk in records.items():
         if not isinstance(chunk, list):

@@ -160,6 +160,15 @@ def test_the_default_key_tells_two_clusters_offsets_apart(face):
     assert (flat["eventSource"], flat["bootstrapServers"]) == ("SelfManagedKafka", self_managed["bootstrapServers"])
 
 
+def test_a_self_managed_mappings_brokers_key_alike_in_any_order():
+    record = kafka_record("orders", 0, 42, {"order": "B-7"})
+    listed = kafka_event(record, self_managed=True)
+    reordered = {**listed, "bootstrapServers": "b-2.kafka:9092, b-1.kafka:9092"}
+    other = {**listed, "bootstrapServers": "b-3.kafka:9092,b-1.kafka:9092"}
+    key = [make_key(kafka_records(event)[0], IdempotencyConfig()) for event in (listed, reordered, other)]
+    assert key[0] == key[1] != key[2]
+
+
 def test_an_event_of_another_source_or_a_negative_position_fails_the_invocation():
     processor = BatchProcessor(EventType.KAFKA, store=InMemoryPersistenceLayer())
     runs = []
