@@ -16,6 +16,7 @@ import abc
 import decimal
 import enum
 import functools
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from consumer._describe import describe
@@ -202,16 +203,56 @@ def _dataclass(original: Any, replayed: Any, where: str) -> str | None:
 
 
 def _unstored(original: Any, replayed: Any, where: str, names: dict[str, Any]) -> str | None:
-    # An attribute that is not a field (set by __post_init__) is not stored, and a replay, which does not run
-    # __post_init__ again, lacks it; a cached_property is computed again when it is read.
+    # An attribute that is not a field (set by __post_init__ or a custom __init__, in the instance's __dict__ or
+    # in a slot a class of its MRO declares) is not stored, and a replay, which runs neither again, lacks it; a
+    # cached_property is computed again when it is read.
     attributes = getattr(original, "__dict__", None)
-    if attributes is None or len(attributes) == len(names):
-        return None
-    kept = getattr(replayed, "__dict__", {})
-    for name in attributes:
-        if name not in kept and name not in names and not _cached(type(original), name):
+    if attributes is not None and not attributes.keys() <= names.keys():
+        kept = getattr(replayed, "__dict__", {})
+        for name in attributes:
+            if name not in kept and name not in names and not _cached(type(original), name):
+                return f"{where}.{name}: an attribute that is not a field is not stored: a replay does not have it"
+    for name, slot in _slots(type(original)).items():
+        if name not in names and _is_set(slot, original) and not _is_set(slot, replayed):
             return f"{where}.{name}: an attribute that is not a field is not stored: a replay does not have it"
     return None
+
+
+# The slots each class met so far declares, its bases' too, by attribute name (a class of a test is let go with it).
+_SLOTS: weakref.WeakKeyDictionary[type, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+def _slots(cls: type) -> dict[str, Any]:
+    known = _SLOTS.get(cls)
+    if known is None:
+        known = _SLOTS[cls] = {
+            name: vars(c)[name]
+            for c in reversed(cls.__mro__)
+            for name in map(functools.partial(_mangled, c), _declared(c))
+            if name in vars(c)
+        }
+    return known
+
+
+def _declared(cls: type) -> tuple[str, ...]:
+    slots = vars(cls).get("__slots__", ())
+    names = (slots,) if isinstance(slots, str) else tuple(slots)
+    return tuple(n for n in names if n not in ("__dict__", "__weakref__"))
+
+
+def _mangled(cls: type, name: str) -> str:
+    # A slot named __x is stored as _Class__x, as any private name is.
+    if name.startswith("__") and not name.endswith("__"):
+        return f"_{cls.__name__.lstrip('_')}{name}"
+    return name
+
+
+def _is_set(slot: Any, instance: Any) -> bool:
+    try:
+        slot.__get__(instance, type(instance))
+    except AttributeError:
+        return False
+    return True
 
 
 def _cached(cls: type, name: str) -> bool:

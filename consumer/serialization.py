@@ -169,8 +169,9 @@ class DataclassSerializer(_OneModel):
 
     A result whose stored form would not replay as itself is committed without its response when a guard stores
     it (:meth:`~consumer._round_trip.ChecksReplay.check_replay`): a subclass, a dict, a dataclass, a model or a
-    plain enum in a field annotated ``Any``, an attribute set by ``__post_init__`` that is not a field, a model
-    field that does not replay (see :class:`PydanticSerializer`). The values are compared field by field, with
+    plain enum in a field annotated ``Any``, an attribute that is not a field (set by ``__post_init__`` or a
+    custom ``__init__``, in ``__dict__`` or in a slot), a model field that does not replay (see
+    :class:`PydanticSerializer`). The values are compared field by field, with
     ``==`` (Decimals with their exponent; a value whose ``==`` is identity or raises is not compared); a subclass
     of a built-in type (an ``IntEnum`` in an ``int`` field) replays as that type, with a warning, as without a
     serializer, and a raw value in an enum field (``"open"`` for ``Status.OPEN``) as the member equal to it.
