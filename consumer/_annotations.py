@@ -70,6 +70,17 @@ def field_types(cls: type, namespace: dict[str, Any] | None = None) -> dict[str,
     raise UnresolvedAnnotationError(msg) from first
 
 
+def substitute(hint: Any, given: dict[Any, Any]) -> Any:
+    """``hint`` with each type variable in it replaced by its type in ``given`` (``Any`` when not given).
+
+    ``T`` itself, and ``list[T]``, ``T | None``, ``Box[T]``: the forms that list their type variables.
+    """
+    if isinstance(hint, typing.TypeVar):
+        return given.get(hint, Any)
+    params = () if isinstance(hint, type) else getattr(hint, "__parameters__", ())
+    return hint[tuple(given.get(p, Any) for p in params)] if params else hint
+
+
 def resolve_fields(tp: Any, namespace: dict[str, Any] | None = None, seen: set[type] | None = None) -> None:
     """Resolve, for :func:`rebuild`, the field annotations of every dataclass ``tp`` leads to.
 

@@ -148,6 +148,10 @@ class _OneModel(BaseIdempotencyModelSerializer, ChecksReplay):
         """The instance rebuilt from its stored dict (a model is validated)."""
         return rebuild(self.model, data)
 
+    def replay_type(self) -> Any:
+        """``model``: its annotations say what each place of a result replays as."""
+        return self.model
+
     @classmethod
     def instantiate(cls, model_type: Any) -> Self:
         """A serializer for ``model_type`` (or ``model_type | None``)."""
@@ -174,7 +178,10 @@ class DataclassSerializer(_OneModel):
     :class:`PydanticSerializer`). The values are compared field by field, with
     ``==`` (Decimals with their exponent; a value whose ``==`` is identity or raises is not compared); a subclass
     of a built-in type (an ``IntEnum`` in an ``int`` field) replays as that type, with a warning, as without a
-    serializer, and a raw value in an enum field (``"open"`` for ``Status.OPEN``) as the member equal to it.
+    serializer, where the annotation allows that type, and a raw value in an enum field (``"open"`` for
+    ``Status.OPEN``) as the member equal to it. A named tuple, a ``Counter``, an ``OrderedDict`` and an enum member
+    of a ``Literal`` replay as themselves where a field annotates them; another subclass annotated as itself is
+    refused.
     """  # noqa: D205 - the summary needs two lines
 
     def __init__(self, model: type[Any]) -> None:
@@ -227,6 +234,9 @@ class _TypeSerializer(BaseIdempotencySerializer, ChecksReplay):
 
     def from_dict(self, data: Any) -> Any:
         return rebuild(self.output_type, data)
+
+    def replay_type(self) -> Any:
+        return self.output_type
 
     def __repr__(self) -> str:
         return f"serializer_for({self.output_type!r})"
