@@ -164,7 +164,8 @@ class _OneModel(BaseIdempotencyModelSerializer, ChecksReplay):
 
 class DataclassSerializer(_OneModel):
     """Replays a dataclass as itself: nested dataclasses (in fields, lists, tuples, sets, dict values, ``X | None``,
-    generic ones as ``Box[Line]``), Pydantic models and enum members in its fields too.
+    generic ones as ``Box[Line]`` or a subclass binding them, ``LineBox(Box[Line])``), Pydantic models and enum
+    members in its fields too.
 
     Field annotations are resolved in the dataclass's module on the first replay, so a string annotation (``from
     __future__ import annotations``) works unless it names a class defined inside a function. A stored dict with

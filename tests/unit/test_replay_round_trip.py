@@ -38,6 +38,7 @@ D = decimal.Decimal
 AT = dt.datetime(2024, 5, 1, 12, 30, tzinfo=dt.timezone.utc)
 VALIDATES_BY_NAME = tuple(map(int, pydantic.VERSION.split(".")[:2])) >= (2, 11)
 T = TypeVar("T")
+U = TypeVar("U")
 
 
 # -- what is returned --------------------------------------------------------------------------------------------
@@ -139,6 +140,26 @@ class SameParcel(Parcel):
 @dataclasses.dataclass
 class Box(Generic[T]):
     item: T
+
+
+@dataclasses.dataclass
+class LineBox(Box[Line]):  # bound by inheritance: no type argument left to give
+    note: str = ""
+
+
+@dataclasses.dataclass
+class Pair(Box[T], Generic[T, U]):
+    other: U
+
+
+@dataclasses.dataclass
+class LinePair(Pair[Line, Parcel]):  # through two generic bases
+    pass
+
+
+@dataclasses.dataclass
+class ListBox(Box[list[U]], Generic[U]):  # a base's type variable bound to one of its own
+    pass
 
 
 @dataclasses.dataclass
@@ -260,6 +281,9 @@ def test_a_json_field_replays_as_itself(face, caplog):
         pytest.param([Box(Parcel(3))], list[Box[Parcel]], id="in-a-list"),
         pytest.param(Crate(Box(Line("a", D(1))), [Box(Parcel(2))]), Crate, id="as-fields"),
         pytest.param(Box(3), Box[int], id="of-a-plain-type"),
+        pytest.param(LineBox(Line("a", D("1.5"))), LineBox, id="subclass-of-a-parametrization"),
+        pytest.param(LinePair(Line("a", D(1)), Parcel(2)), LinePair, id="through-two-generic-bases"),
+        pytest.param(ListBox([Line("a", D(1))]), ListBox[Line], id="bound-to-its-own-type-variable"),
     ],
 )
 def test_a_generic_dataclass_replays_with_its_type_arguments(face, caplog, result, annotation):
