@@ -7,6 +7,7 @@ globals of the function returning the class (code run by ``exec``); what resolve
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import types
 import typing
 import weakref
@@ -48,7 +49,8 @@ def field_types(cls: type, namespace: dict[str, Any] | None = None) -> dict[str,
     """The resolved annotations of a dataclass's fields (``from __future__ import annotations`` included).
 
     They are resolved in the class's module, else in ``namespace`` (the globals of the function returning it:
-    code run by ``exec``, whose classes have no module), and kept for the next call.
+    code run by ``exec``, whose classes have no module), and kept for the next call. A field a generic base
+    declares has its type variables as the class binds them (``LineBox(Box[Line])``: ``item: Line``, not ``T``).
 
     Raises:
         UnresolvedAnnotationError: An annotation names something neither defines (a class defined inside a
@@ -64,10 +66,44 @@ def field_types(cls: type, namespace: dict[str, Any] | None = None) -> dict[str,
         except Exception as e:  # noqa: BLE001 - any error of an annotation's evaluation: the first one is reported
             first = first or e
             continue
-        _FIELD_TYPES[cls] = hints
+        hints = _FIELD_TYPES[cls] = _bound(cls, hints)
         return hints
     msg = f"the field annotations of {_name(cls)} cannot be resolved in its module ({type(first).__name__}: {first})"
     raise UnresolvedAnnotationError(msg) from first
+
+
+def _bound(cls: type, hints: dict[str, Any]) -> dict[str, Any]:
+    # Each annotation with the type variables of the generic base that declares it replaced by what ``cls``
+    # binds them to through its bases (``class LineBox(Box[Line])``); its own type variables stay.
+    bindings: dict[type, dict[Any, Any]] = {}
+    _bind_bases(cls, {p: p for p in getattr(cls, "__parameters__", ())}, bindings)
+    if not bindings:
+        return hints
+    owners = {name: c for c in reversed(cls.__mro__) for name in inspect.get_annotations(c)}
+    return {name: substitute(h, bindings.get(owners.get(name, cls), {}), keep=True) for name, h in hints.items()}
+
+
+def _bind_bases(cls: type, given: dict[Any, Any], bindings: dict[type, dict[Any, Any]]) -> None:
+    # The type variables of each generic base of ``cls``, ``given`` the binding of those of ``cls`` itself.
+    for base in vars(cls).get("__orig_bases__", ()):  # its own: a class without any inherits its base's
+        origin = typing.get_origin(base)
+        if isinstance(origin, type) and origin is not typing.Generic and origin not in bindings:
+            params = getattr(origin, "__parameters__", ())
+            args = [substitute(arg, given, keep=True) for arg in typing.get_args(base)]
+            bindings[origin] = dict(zip(params, args, strict=False))
+            _bind_bases(origin, bindings[origin], bindings)
+
+
+def substitute(hint: Any, given: dict[Any, Any], *, keep: bool = False) -> Any:
+    """``hint`` with each type variable in it replaced by its type in ``given`` (``Any`` when not given, or the
+    type variable itself with ``keep``).
+
+    ``T`` itself, and ``list[T]``, ``T | None``, ``Box[T]``: the forms that list their type variables.
+    """  # noqa: D205 - the summary needs two lines
+    if isinstance(hint, typing.TypeVar):
+        return given.get(hint, hint if keep else Any)
+    params = () if isinstance(hint, type) else getattr(hint, "__parameters__", ())
+    return hint[tuple(given.get(p, p if keep else Any) for p in params)] if params else hint
 
 
 def resolve_fields(tp: Any, namespace: dict[str, Any] | None = None, seen: set[type] | None = None) -> None:

@@ -16,11 +16,15 @@ import abc
 import decimal
 import enum
 import functools
+import weakref
 from typing import TYPE_CHECKING, Any
 
+from consumer import _hints as hints
 from consumer._describe import describe
+from consumer._hints import allows
 from consumer._serde import _warn_once, decode_result
 from consumer._typed import fields_of, is_model_type
+from consumer._unrun import unrun_parts
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -48,15 +52,20 @@ class ChecksReplay(abc.ABC):
         Raises:
             NotReplayableError: It replays as something else, or not at all.
         """
-        require_replay(result, text, self.from_dict)
+        require_replay(result, text, self.from_dict, self.replay_type())
+
+    def replay_type(self) -> Any:
+        """The type ``from_dict`` rebuilds (its annotations say what each place replays as); ``Any`` if unknown."""
+        return Any
 
 
-def require_replay(result: Any, text: str, from_dict: Callable[[Any], Any]) -> None:
+def require_replay(result: Any, text: str, from_dict: Callable[[Any], Any], hint: Any = Any) -> None:
     """Check that ``text`` (the encoded ``to_dict(result)``) replays as ``result`` through ``from_dict``.
 
     ``text`` is decoded, then goes through ``from_dict``, as on a replay. The rebuilt value must have the type of
     ``result`` at every level and equal it field by field; a value whose ``==`` is identity, or raises (a NumPy
-    array), is not compared.
+    array), is not compared. ``hint`` is the type ``from_dict`` rebuilds: where its annotations allow, a subclass
+    of a built-in type may replay as that type.
 
     Raises:
         NotReplayableError: The rebuilt value differs from ``result``, or rebuilding it raised.
@@ -66,34 +75,35 @@ def require_replay(result: Any, text: str, from_dict: Callable[[Any], Any]) -> N
         replayed = None if decoded is None else from_dict(decoded)
     except Exception as e:
         raise NotReplayableError(describe(e, type(result).__qualname__, result)) from e
-    if type(replayed) is not type(result) and not _replays_as(result, replayed):
+    if type(replayed) is not type(result) and not _replays_as(result, replayed, hint):
         raise NotReplayableError(f"{_a(type(result))} replays as {_a(type(replayed))}")
-    difference = first_difference(result, replayed, type(result).__qualname__)
+    difference = first_difference(result, replayed, type(result).__qualname__, hint)
     if difference is not None:
         raise NotReplayableError(difference)
 
 
-def first_difference(original: Any, replayed: Any, where: str) -> str | None:  # noqa: PLR0911 - one per form
+def first_difference(original: Any, replayed: Any, where: str, hint: Any = Any) -> str | None:  # noqa: PLR0911 - one per form
     """Where ``replayed`` differs from ``original`` (``"Order.lines[0].sku: ..."``), or ``None`` when nowhere.
 
-    Types must match at every level, but for a subclass of a built-in type (an enum with a ``str`` or ``int``
-    mixin, a named tuple) replayed as that type, as the result encoder stores one (with a warning, once per
-    type), a raw value replayed as the enum member equal to it, and a generic model replayed as the
-    parametrization its annotation names. Lists, tuples and dicts are compared item by item, sets member by
-    member, dataclasses and Pydantic models field by field (whatever their own ``__eq__``; a dataclass's other
-    attributes must replay too), Decimals with their exponent, anything else with ``==`` (NaN equals NaN),
-    unless its ``==`` is identity or raises.
+    ``hint`` is what the annotations say ``original`` is (``Any`` when not known). Types must match at every
+    level, but for a subclass of a built-in type (an enum with a ``str`` or ``int`` mixin, a named tuple) replayed
+    as that type where ``hint`` allows that type (``int``, ``Any``), as the result encoder stores one (with a
+    warning, once per type), a raw value replayed as the enum member equal to it, and a generic model replayed as
+    the parametrization its annotation names. Lists, tuples and dicts (their subclasses too) are compared item by
+    item, sets member by member, dataclasses and Pydantic models field by field (whatever their own ``__eq__``;
+    a dataclass's other attributes must replay too), Decimals with their exponent, anything else with ``==``
+    (NaN equals NaN), unless its ``==`` is identity or raises.
     """
     t = type(original)
-    if t is not type(replayed) and not _replays_as(original, replayed):
+    if t is not type(replayed) and not _replays_as(original, replayed, hint):
         return f"{where}: {_a(t)} replays as {_a(type(replayed))}"
     if t in _SCALARS or t is decimal.Decimal or t is float:
         return None if _equal(original, replayed) else f"{where}: {_a(t)} replays with another value"
-    walk = _CONTAINERS.get(t)
+    walk = _CONTAINERS.get(t) or _walk_of(t)
     if walk is not None:
-        return walk(original, replayed, where)
+        return walk(original, replayed, where, hint)
     if hasattr(t, "__dataclass_fields__"):
-        return _dataclass(original, replayed, where)
+        return _dataclass(original, replayed, where, hint)
     if is_model_type(t):
         return _model(original, replayed, where)
     if _equal(original, replayed):
@@ -106,16 +116,17 @@ _SCALARS = frozenset((str, int, bool, type(None)))  # compared by ==, which for 
 _BASES = frozenset((str, int, float, decimal.Decimal, bytes, bytearray, list, tuple, dict, set, frozenset))
 
 
-def _replays_as(original: Any, replayed: Any) -> bool:
+def _replays_as(original: Any, replayed: Any, hint: Any) -> bool:
     # Another type, but the value the result holds: a raw value of an enum field replayed as its member (accepted,
     # if == says they are the same: a str or int enum), a generic model replayed as its annotated parametrization
-    # (Page[Item] for a Page built without it), a subclass of a built-in type replayed as that type (warned).
+    # (Page[Item] for a Page built without it), a subclass of a built-in type replayed as that type where the
+    # annotation allows that type (warned).
     if isinstance(replayed, enum.Enum) and not isinstance(original, enum.Enum):
         return isinstance(replayed, type(original)) and _same_member(original, replayed)
     generic = getattr(type(replayed), "__pydantic_generic_metadata__", None)
     if generic and generic.get("origin") is type(original):
         return True
-    return _as_its_base(original, replayed)
+    return _as_its_base(original, replayed, hint)
 
 
 def _same_member(original: Any, member: enum.Enum) -> bool:
@@ -125,20 +136,25 @@ def _same_member(original: Any, member: enum.Enum) -> bool:
         return False
 
 
-def _as_its_base(original: Any, replayed: Any) -> bool:
+def _as_its_base(original: Any, replayed: Any, hint: Any) -> bool:
     # An IntEnum in a field annotated int (or Any) replays as an int, as the encoder stores it: warned, not refused.
+    # Where the annotation names the subclass (a named tuple, Literal[Status.OPEN], Counter), a base value is not
+    # what it says: refused, as any other type would be. The warning is once per type, as the encoder's: it is
+    # said of a type the application chose to return as is, not of a record.
     base = type(replayed)
-    if base not in _BASES or type(original) is bool or not isinstance(original, base):
+    if base not in _BASES or type(original) is bool or not isinstance(original, base) or not allows(hint, base):
         return False
     _warn_once(type(original), f"results of type %s replay as {_a(base)}: only that is stored")
     return True
 
 
-def _items(original: list[Any] | tuple[Any, ...], replayed: Any, where: str) -> str | None:
+def _items(original: list[Any] | tuple[Any, ...], replayed: Any, where: str, hint: Any) -> str | None:
     if len(original) != len(replayed):
         return f"{where}: {len(original)} items replay as {len(replayed)}"
+    first, rest = hints.items(hint)
     for i, (o, r) in enumerate(zip(original, replayed, strict=True)):
-        if not _same_scalar(o, r) and (difference := first_difference(o, r, f"{where}[{i}]")):
+        at = first[i] if i < len(first) else rest
+        if not _same_scalar(o, r) and (difference := first_difference(o, r, f"{where}[{i}]", at)):
             return difference
     return None
 
@@ -149,20 +165,21 @@ def _same_scalar(original: Any, replayed: Any) -> bool:
     return t is type(replayed) and t in _SCALARS and original == replayed
 
 
-def _entries(original: dict[Any, Any], replayed: dict[Any, Any], where: str) -> str | None:
+def _entries(original: dict[Any, Any], replayed: dict[Any, Any], where: str, hint: Any) -> str | None:
     # In order: a dict replays with its keys in the order they were stored (NaN keys, 1 and True, told apart).
     # A key is named by its place: keys are data.
     if len(original) != len(replayed):
         return f"{where}: {len(original)} keys replay as {len(replayed)}"
+    keys, values = hints.entries(hint)
     for i, ((key, value), (other_key, other_value)) in enumerate(zip(original.items(), replayed.items(), strict=True)):
-        difference = first_difference(key, other_key, f"{where}.keys()[{i}]")
-        difference = difference or first_difference(value, other_value, f"{where}[<key {i}>]")
+        difference = first_difference(key, other_key, f"{where}.keys()[{i}]", keys)
+        difference = difference or first_difference(value, other_value, f"{where}[<key {i}>]", values)
         if difference is not None:
             return difference
     return None
 
 
-def _members(original: set[Any] | frozenset[Any], replayed: Any, where: str) -> str | None:
+def _members(original: set[Any] | frozenset[Any], replayed: Any, where: str, hint: Any) -> str | None:
     # The members == cannot find in the other set (NaN in them) must each match one left over there.
     if len(original) != len(replayed):
         return f"{where}: {len(original)} members replay as {len(replayed)}"
@@ -171,15 +188,16 @@ def _members(original: set[Any] | frozenset[Any], replayed: Any, where: str) -> 
         extra = [m for m in replayed if m not in original]
     except Exception:  # noqa: BLE001 - an == or a hash that raises says nothing about the replay
         return None
+    each = hints.items(hint)[1]
     for member in missing:
-        match = next((i for i, e in enumerate(extra) if first_difference(member, e, where) is None), None)
+        match = next((i for i, e in enumerate(extra) if first_difference(member, e, where, each) is None), None)
         if match is None:
             return None if _by_identity(member) else f"{where}: a member {_a(type(member))} replays as another value"
         extra.pop(match)
     return None
 
 
-_CONTAINERS: dict[type, Callable[[Any, Any, str], str | None]] = {
+_CONTAINERS: dict[type, Callable[[Any, Any, str, Any], str | None]] = {
     list: _items,
     tuple: _items,
     dict: _entries,
@@ -188,30 +206,79 @@ _CONTAINERS: dict[type, Callable[[Any, Any, str], str | None]] = {
 }
 
 
-def _fields(original: Any, replayed: Any, where: str, names: Iterable[str]) -> str | None:
+def _walk_of(t: type) -> Callable[[Any, Any, str, Any], str | None] | None:
+    # A subclass of a container (a named tuple, a Counter), walked as its base; not an enum (compared by ==).
+    if issubclass(t, enum.Enum):
+        return None
+    return next((walk for base, walk in _CONTAINERS.items() if issubclass(t, base)), None)
+
+
+def _fields(original: Any, replayed: Any, where: str, names: Iterable[str], annotated: dict[str, Any]) -> str | None:
     for n in names:
         o, r = getattr(original, n), getattr(replayed, n)
-        if not _same_scalar(o, r) and (difference := first_difference(o, r, f"{where}.{n}")):
+        if not _same_scalar(o, r) and (difference := first_difference(o, r, f"{where}.{n}", annotated.get(n, Any))):
             return difference
     return None
 
 
-def _dataclass(original: Any, replayed: Any, where: str) -> str | None:
-    names = fields_of(type(original))
-    return _fields(original, replayed, where, names) or _unstored(original, replayed, where, names)
+def _dataclass(original: Any, replayed: Any, where: str, hint: Any) -> str | None:
+    cls = type(original)
+    names = fields_of(cls)
+    difference = _fields(original, replayed, where, names, hints.dataclass_fields(cls, hint))
+    return difference or _unstored(original, replayed, where, names)
 
 
 def _unstored(original: Any, replayed: Any, where: str, names: dict[str, Any]) -> str | None:
-    # An attribute that is not a field (set by __post_init__) is not stored, and a replay, which does not run
-    # __post_init__ again, lacks it; a cached_property is computed again when it is read.
+    # An attribute that is not a field (set by __post_init__ or a custom __init__, in the instance's __dict__ or
+    # in a slot a class of its MRO declares) is not stored, and a replay, which runs neither again, lacks it; a
+    # cached_property is computed again when it is read.
     attributes = getattr(original, "__dict__", None)
-    if attributes is None or len(attributes) == len(names):
-        return None
-    kept = getattr(replayed, "__dict__", {})
-    for name in attributes:
-        if name not in kept and name not in names and not _cached(type(original), name):
+    if attributes is not None and not attributes.keys() <= names.keys():
+        kept = getattr(replayed, "__dict__", {})
+        for name in attributes:
+            if name not in kept and name not in names and not _cached(type(original), name):
+                return f"{where}.{name}: an attribute that is not a field is not stored: a replay does not have it"
+    for name, slot in _slots(type(original)).items():
+        if name not in names and _is_set(slot, original) and not _is_set(slot, replayed):
             return f"{where}.{name}: an attribute that is not a field is not stored: a replay does not have it"
     return None
+
+
+# The slots each class met so far declares, its bases' too, by attribute name (a class of a test is let go with it).
+_SLOTS: weakref.WeakKeyDictionary[type, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+def _slots(cls: type) -> dict[str, Any]:
+    known = _SLOTS.get(cls)
+    if known is None:
+        known = _SLOTS[cls] = {
+            name: vars(c)[name]
+            for c in reversed(cls.__mro__)
+            for name in map(functools.partial(_mangled, c), _declared(c))
+            if name in vars(c)
+        }
+    return known
+
+
+def _declared(cls: type) -> tuple[str, ...]:
+    slots = vars(cls).get("__slots__", ())
+    names = (slots,) if isinstance(slots, str) else tuple(slots)
+    return tuple(n for n in names if n not in ("__dict__", "__weakref__"))
+
+
+def _mangled(cls: type, name: str) -> str:
+    # A slot named __x is stored as _Class__x, as any private name is.
+    if name.startswith("__") and not name.endswith("__"):
+        return f"_{cls.__name__.lstrip('_')}{name}"
+    return name
+
+
+def _is_set(slot: Any, instance: Any) -> bool:
+    try:
+        slot.__get__(instance, type(instance))
+    except AttributeError:
+        return False
+    return True
 
 
 def _cached(cls: type, name: str) -> bool:
@@ -221,11 +288,20 @@ def _cached(cls: type, name: str) -> bool:
 
 def _model(original: Any, replayed: Any, where: str) -> str | None:
     # Private attributes are not data (model_dump leaves them out): a replay has them as a new model gets them.
-    cls = type(original)
-    difference = _fields(original, replayed, where, getattr(cls, "__pydantic_fields__", None) or cls.model_fields)
+    annotated = hints.model_fields(type(original))
+    difference = _fields(original, replayed, where, annotated, annotated)
     if difference is None and (original.__pydantic_extra__ or replayed.__pydantic_extra__):
-        difference = _entries(original.__pydantic_extra__ or {}, replayed.__pydantic_extra__ or {}, where)
-    return difference
+        difference = _entries(original.__pydantic_extra__ or {}, replayed.__pydantic_extra__ or {}, where, Any)
+    return difference or _unrun_private(original, where)
+
+
+def _unrun_private(model: Any, where: str) -> str | None:
+    # Unless one holds work not done yet (a coroutine never awaited): stored without it, that work would be lost.
+    # Refused here, the guard finds the work in the result and does not commit it.
+    for name, value in (model.__pydantic_private__ or {}).items():
+        if unrun_parts(value):
+            return f"{where}.{name}: a private attribute holds work that has not run"
+    return None
 
 
 def _equal(original: Any, replayed: Any) -> bool:

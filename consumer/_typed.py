@@ -23,9 +23,9 @@ import types
 import typing
 import uuid
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from consumer._annotations import core, field_types, is_dataclass_type
+from consumer._annotations import core, field_types, is_dataclass_type, substitute
 from consumer._errors import IdempotencyModelTypeError
 from consumer._positions import (
     MissingFieldsError,
@@ -36,6 +36,9 @@ from consumer._positions import (
     stepped,
 )
 from consumer._serde import _name
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 _CONTAINERS = (list, tuple, set, frozenset)
 _SEQUENCES = frozenset(
@@ -70,7 +73,8 @@ def is_model_type(tp: Any) -> bool:
 def plain(value: Any) -> Any:
     """``value`` with every dataclass (its fields, as :func:`dataclasses.asdict` has them) and Pydantic model
     (:func:`dump`) inside it turned into a dict, and every enum member (a dict key too) into its value; lists,
-    tuples, sets (a list, once they hold dicts) and dict values are walked."""  # noqa: D205, D209
+    tuples, sets (a list, once they hold dicts) and dict values are walked; a subclass of one of them (a named
+    tuple, a ``Counter``) is stored as that type, rebuilt from its position's annotation."""  # noqa: D205, D209
     t = type(value)
     if t is dict:
         return {k.value if isinstance(k, enum.Enum) else k: plain(v) for k, v in value.items()}
@@ -81,9 +85,16 @@ def plain(value: Any) -> Any:
         return items if any(type(v) is dict for v in items) else t(items)
     if hasattr(t, "__dataclass_fields__") and not isinstance(value, type):
         return {name: plain(getattr(value, name)) for name in fields_of(t)}
-    if is_model_type(t):
-        return dump(value)
-    return plain(value.value) if isinstance(value, enum.Enum) else value  # rebuilt from its position's annotation
+    return dump(value) if is_model_type(t) else _as_base(value)
+
+
+def _as_base(value: Any) -> Any:
+    # An enum member as its value, a subclass of a container as that container (a named tuple as a tuple, a
+    # Counter as a dict): rebuilt from the annotation of their position.
+    if isinstance(value, enum.Enum):
+        return plain(value.value)
+    base = next((b for b in (dict, list, tuple, set, frozenset) if isinstance(value, b)), None)
+    return value if base is None else plain(base(value))
 
 
 def dump(model: Any) -> Any:
@@ -231,22 +242,16 @@ def _generic_dataclass(tp: Any, value: Any) -> Any:
     # Box[Line]: the fields of Box, each type variable replaced by its argument (Any when not given).
     cls = typing.get_origin(tp)
     given = dict(zip(getattr(cls, "__parameters__", ()), typing.get_args(tp), strict=False))
-    return _dataclass(cls, value, {name: _substitute(hint, given) for name, hint in field_types(cls).items()})
-
-
-def _substitute(hint: Any, given: dict[Any, Any]) -> Any:
-    if isinstance(hint, typing.TypeVar):
-        return given.get(hint, Any)
-    params = () if isinstance(hint, type) else getattr(hint, "__parameters__", ())  # list[T], T | None, Box[T]
-    return hint[tuple(given.get(p, Any) for p in params)] if params else hint
+    return _dataclass(cls, value, {name: substitute(hint, given) for name, hint in field_types(cls).items()})
 
 
 def _contents(tp: Any, value: Any) -> Any:
     # The elements of a container type (the fields of a generic dataclass), rebuilt; a value that is not such a
     # container stays as stored.
     origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if is_dataclass_type(origin):
-        return _generic_dataclass(tp, value)
+    kind = origin or tp
+    if is_dataclass_type(origin) or origin is typing.Literal or _is_named_tuple(tp) or _is_dict_kind(kind):
+        return _named_kind(tp, origin, args, value)
     if args and origin in _MAPPINGS and isinstance(value, dict) and len(args) == 2:  # noqa: PLR2004 - key, value
         return _entries(args[0], args[1], value)
     if not args or origin not in _SEQUENCES or type(value) not in _CONTAINERS:
@@ -256,6 +261,54 @@ def _contents(tp: Any, value: Any) -> Any:
     if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):  # noqa: PLR2004 - tuple[X, ...]
         return tuple(_each(args, value) + list(value[len(args) :]))
     return type(value)(_each([args[0]] * len(value), value))
+
+
+# The dict subclasses rebuilt from their stored entries, with the annotations of their keys and values.
+_DICT_KINDS: dict[Any, Callable[[tuple[Any, ...]], tuple[Any, Any]]] = {
+    collections.Counter: lambda args: (args[0], int) if args else (Any, int),
+    collections.OrderedDict: lambda args: args if len(args) == 2 else (Any, Any),  # noqa: PLR2004 - key, value
+}
+
+
+def _named_kind(tp: Any, origin: Any, args: tuple[Any, ...], value: Any) -> Any:
+    # A generic dataclass (Box[Line]); a type the encoder stores as its base type, rebuilt exactly: an enum member
+    # of a Literal, a Counter or an OrderedDict from their entries, a named tuple from its items.
+    if is_dataclass_type(origin):
+        return _generic_dataclass(tp, value)
+    if origin is typing.Literal:
+        return _literal(args, value)
+    if origin is None and _is_named_tuple(tp):
+        return _named_tuple(tp, value) if type(value) in (list, tuple) else value
+    kind = origin or tp
+    return kind(_entries(*_DICT_KINDS[kind](args), value)) if type(value) is dict else value
+
+
+def _is_dict_kind(kind: Any) -> bool:
+    return isinstance(kind, type) and kind in _DICT_KINDS
+
+
+def _literal(args: tuple[Any, ...], value: Any) -> Any:
+    # Literal[Status.OPEN]: the member of that value. A Literal that also lists raw values leaves it as stored.
+    if isinstance(value, enum.Enum) or not args or not all(isinstance(a, enum.Enum) for a in args):
+        return value
+    for cls in dict.fromkeys(map(type, args)):
+        try:
+            member = cls(value)
+        except ValueError:
+            continue
+        if any(member is a for a in args):
+            return member
+    raise NotAMemberError(type(args[0]))
+
+
+def _is_named_tuple(tp: Any) -> bool:
+    return isinstance(tp, type) and issubclass(tp, tuple) and hasattr(tp, "_fields")
+
+
+def _named_tuple(cls: Any, value: Any) -> Any:
+    # Its fields rebuilt as annotated; more items than fields fail as the constructor says.
+    hints = field_types(cls)
+    return cls(*_each([hints.get(name, Any) for name in cls._fields], value), *value[len(cls._fields) :])
 
 
 def _each(hints: Any, values: Any) -> list[Any]:

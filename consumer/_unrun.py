@@ -5,6 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import io
+import sys
 from types import AsyncGeneratorType, CoroutineType, GeneratorType
 from typing import Any
 
@@ -23,7 +24,9 @@ def never_ran(result: Any) -> bool:
 def unrun_parts(value: Any, depth: int = 0, seen: set[int] | None = None) -> list[Any]:
     """Work not yet done inside a result: awaitables, iterators (``map``, generators), async iterators, Futures.
 
-    Only called once a result failed to encode (plain data never holds these), so it costs nothing otherwise.
+    Containers are searched, and so are dataclasses (their fields and other attributes) and Pydantic models (their
+    fields, extra and private attributes; pydantic is not imported when nobody has). Only called once a result
+    failed to encode (plain data never holds these), so it costs nothing otherwise.
     """
     t = type(value)
     if (t in PLAIN_RESULTS and t not in (dict, list, tuple)) or depth > _MAX_SEARCH_DEPTH:
@@ -43,11 +46,21 @@ def unrun_parts(value: Any, depth: int = 0, seen: set[int] | None = None) -> lis
         children: Any = value.values()
     elif isinstance(value, (list, tuple, set, frozenset)):
         children = value
-    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        children = [getattr(value, f.name) for f in dataclasses.fields(value)]
     else:
-        return []
+        children = _attributes(value)
     return [part for child in children for part in unrun_parts(child, depth + 1, seen)]
+
+
+def _attributes(value: Any) -> list[Any]:
+    # The attributes of a dataclass (fields and others) or a Pydantic model (fields, extra, private); [] else.
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = [getattr(value, f.name) for f in dataclasses.fields(value)]
+        return fields + [v for n, v in getattr(value, "__dict__", {}).items() if n not in value.__dataclass_fields__]
+    pydantic = sys.modules.get("pydantic")
+    if pydantic is None or not isinstance(value, pydantic.BaseModel):
+        return []
+    extra, private = (getattr(value, name, None) or {} for name in ("__pydantic_extra__", "__pydantic_private__"))
+    return [*vars(value).values(), *extra.values(), *private.values()]
 
 
 def close_unrun(parts: list[Any]) -> None:

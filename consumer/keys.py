@@ -74,12 +74,19 @@ def plain_data(data: Any) -> Any:
     JMESPath sees only dicts and lists, so an expression on a dataclass would select nothing; and hashing a
     typed record whole would key it on its delivery (``ApproximateReceiveCount`` changes on redelivery).
     Nested values are converted too (a typed record inside a dataclass is its raw event); anything else is
-    returned as it is.
+    returned as it is. A dict or a list is walked once and returned itself when nothing in it needs converting
+    (plain JSON data); what does is converted as the key's canonical JSON has it (:func:`_nested`), so a key
+    that selected a whole dataclass before keeps its value.
 
     Raises:
         IdempotencyKeyError: The plain form cannot be built (a cycle, a ``model_dump`` that raises).
     """
-    if isinstance(data, (dict, str, list)):  # the usual case, first
+    if isinstance(data, (dict, list)):  # the usual case: one walk, the same object back for plain data
+        try:
+            return _nested(data)
+        except RecursionError:  # too deep to walk: selected from as it is, as JMESPath and the hash take it
+            return data
+    if isinstance(data, str):
         return data
     if getattr(type(data), "__keyed_by_raw__", False):  # a typed record: its raw event (default key: its id)
         return data.raw
@@ -102,6 +109,83 @@ def _plain_form(value: Any) -> Any:
     if callable(model_dump) and not isinstance(value, type):
         return model_dump()
     return value
+
+
+def selectable(data: Any, expression: ParsedResult | None) -> Any:
+    """:func:`plain_data` of ``data`` for ``expression`` to select from (``None``: the whole record is hashed).
+
+    A dict or a list is walked only for an expression that looks inside its values: one that selects top-level
+    fields (the usual key), the whole record or a producer's header selects the same from it as it is, and its
+    canonical JSON hashes a nested dataclass, model or typed record as :func:`plain_data` converts it.
+    """
+    if isinstance(data, (dict, list)) and (expression is None or not _looks_inside(expression)):
+        return data
+    return plain_data(data)
+
+
+def _looks_inside(expression: ParsedResult) -> bool:
+    known = _LOOKS_INSIDE.get(expression.expression)
+    if known is None:
+        known = _LOOKS_INSIDE[expression.expression] = _node_looks_inside(expression.parsed)
+    return known
+
+
+_LOOKS_INSIDE: dict[str, bool] = {}  # by expression text: a few per function
+_TOP_LEVEL = frozenset(("field", "current", "literal"))
+_OF_THEIR_PARTS = frozenset(("multi_select_list", "or_expression", "and_expression", "not_expression"))
+
+
+def _node_looks_inside(node: Mapping[str, Any]) -> bool:
+    # Whether a parsed expression reads a value below the top level of the record (a.b, a[0], json_parse(body)).
+    kind = node["type"]
+    if kind in _TOP_LEVEL:
+        return False
+    if kind in _OF_THEIR_PARTS or (kind == "function_expression" and node["value"] == "header"):
+        return any(_node_looks_inside(child) for child in node["children"])
+    return True
+
+
+_LEAVES = frozenset((str, int, float, bool, type(None)))
+_MAX_DEPTH = 64  # deeper (or round a cycle), values are left as they are
+
+
+def _nested(value: Any, depth: int = 0) -> Any:  # noqa: PLR0911 - one answer per form
+    # ``value``, or a copy in which each dataclass, model and typed record is what canonical_json hashes it as
+    # (its fields, model_dump(mode="json"), key_data()), so that JMESPath sees into it and a selection of the
+    # whole of one hashes as before. Plain data comes back itself, each container checked in C first; sets stay
+    # (JMESPath does not index them); a model_dump that raises leaves its model as it is, hashed as before.
+    if isinstance(value, dict):
+        if depth > _MAX_DEPTH or _LEAVES.issuperset(map(type, value.values())):
+            return value
+        return _copied(value, value.items(), depth, dict)
+    if isinstance(value, (list, tuple)):
+        if depth > _MAX_DEPTH or _LEAVES.issuperset(map(type, value)):
+            return value
+        return _copied(value, enumerate(value), depth, list)  # a tuple as canonical_json writes it, if converted
+    if getattr(type(value), "__keyed_by_raw__", False):
+        return _nested(value.key_data(), depth + 1)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _nested({f.name: getattr(value, f.name) for f in dataclasses.fields(value)}, depth + 1)
+    if hasattr(value, "model_dump") and not isinstance(value, type):
+        try:
+            return value.model_dump(mode="json")
+        except Exception:  # noqa: BLE001 - left as it is: hashing it, if it is selected, says why
+            return value
+    return value
+
+
+def _copied(value: Any, items: Any, depth: int, kind: type) -> Any:
+    # The container with its converted items, or itself when none is.
+    copy: Any = None
+    for at, item in items:
+        if type(item) in _LEAVES:
+            continue
+        converted = _nested(item, depth + 1)
+        if converted is not item:
+            if copy is None:
+                copy = kind(value)
+            copy[at] = converted
+    return value if copy is None else copy
 
 
 def is_missing(selection: Any) -> bool:
@@ -161,11 +245,7 @@ def make_key(data: Any, config: IdempotencyConfig, prefix: str | None = None) ->
         IdempotencyKeyError: The expression failed, the selection is not serializable, or it is empty
             and ``config.raise_on_no_idempotency_key`` is set.
     """
-    if not isinstance(data, (dict, str, list)):  # plain_data's own fast path, without the call per record
-        data = plain_data(data)
-    expression = config.key_expression
-    if expression is None and config.event_key_jmespath is None:  # "" is the whole record, as in Powertools
-        expression = default_key_expression(data)
+    data, expression = _selected_from(data, config)
     selection = data if expression is None else select(expression, data, "event_key_jmespath")
     if is_missing(selection) and config.key_header is not None and not config.raise_on_no_idempotency_key:
         # No producer key on this record: its own id still keys it, so a redelivery replays rather than runs again.
@@ -185,11 +265,21 @@ def make_key(data: Any, config: IdempotencyConfig, prefix: str | None = None) ->
     return f"{prefix or config.prefix}#{digest}"
 
 
+def _selected_from(data: Any, config: IdempotencyConfig) -> tuple[Any, ParsedResult | None]:
+    # The form of ``data`` the key is selected from, and the expression selecting it (None: the whole record).
+    expression = config.key_expression
+    if expression is None and config.event_key_jmespath is None:  # "" is the whole record, as in Powertools
+        data = selectable(data, None)
+        expression = default_key_expression(data)
+    return selectable(data, expression), expression
+
+
 def payload_hash(data: Any, config: IdempotencyConfig) -> str | None:
     """Hash of the ``payload_validation_jmespath`` selection, or ``None`` when validation is off."""
     if config.validation_expression is None:
         return None
-    selection = select(config.validation_expression, plain_data(data), "payload_validation_jmespath")
+    expression = config.validation_expression
+    selection = select(expression, selectable(data, expression), "payload_validation_jmespath")
     try:
         return hash_value(selection, config.hash_function)
     except Exception as e:  # any failure of a user-made value is a key error naming it

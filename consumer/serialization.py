@@ -148,6 +148,10 @@ class _OneModel(BaseIdempotencyModelSerializer, ChecksReplay):
         """The instance rebuilt from its stored dict (a model is validated)."""
         return rebuild(self.model, data)
 
+    def replay_type(self) -> Any:
+        """``model``: its annotations say what each place of a result replays as."""
+        return self.model
+
     @classmethod
     def instantiate(cls, model_type: Any) -> Self:
         """A serializer for ``model_type`` (or ``model_type | None``)."""
@@ -160,7 +164,8 @@ class _OneModel(BaseIdempotencyModelSerializer, ChecksReplay):
 
 class DataclassSerializer(_OneModel):
     """Replays a dataclass as itself: nested dataclasses (in fields, lists, tuples, sets, dict values, ``X | None``,
-    generic ones as ``Box[Line]``), Pydantic models and enum members in its fields too.
+    generic ones as ``Box[Line]`` or a subclass binding them, ``LineBox(Box[Line])``), Pydantic models and enum
+    members in its fields too.
 
     Field annotations are resolved in the dataclass's module on the first replay, so a string annotation (``from
     __future__ import annotations``) works unless it names a class defined inside a function. A stored dict with
@@ -169,11 +174,15 @@ class DataclassSerializer(_OneModel):
 
     A result whose stored form would not replay as itself is committed without its response when a guard stores
     it (:meth:`~consumer._round_trip.ChecksReplay.check_replay`): a subclass, a dict, a dataclass, a model or a
-    plain enum in a field annotated ``Any``, an attribute set by ``__post_init__`` that is not a field, a model
-    field that does not replay (see :class:`PydanticSerializer`). The values are compared field by field, with
+    plain enum in a field annotated ``Any``, an attribute that is not a field (set by ``__post_init__`` or a
+    custom ``__init__``, in ``__dict__`` or in a slot), a model field that does not replay (see
+    :class:`PydanticSerializer`). The values are compared field by field, with
     ``==`` (Decimals with their exponent; a value whose ``==`` is identity or raises is not compared); a subclass
     of a built-in type (an ``IntEnum`` in an ``int`` field) replays as that type, with a warning, as without a
-    serializer, and a raw value in an enum field (``"open"`` for ``Status.OPEN``) as the member equal to it.
+    serializer, where the annotation allows that type, and a raw value in an enum field (``"open"`` for
+    ``Status.OPEN``) as the member equal to it. A named tuple, a ``Counter``, an ``OrderedDict`` and an enum member
+    of a ``Literal`` replay as themselves where a field annotates them; another subclass annotated as itself is
+    refused.
     """  # noqa: D205 - the summary needs two lines
 
     def __init__(self, model: type[Any]) -> None:
@@ -226,6 +235,9 @@ class _TypeSerializer(BaseIdempotencySerializer, ChecksReplay):
 
     def from_dict(self, data: Any) -> Any:
         return rebuild(self.output_type, data)
+
+    def replay_type(self) -> Any:
+        return self.output_type
 
     def __repr__(self) -> str:
         return f"serializer_for({self.output_type!r})"

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import datetime as dt
 import decimal
 import gzip
 import hashlib
 import json
 
+import pydantic
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from consumer import IdempotencyConfig, IdempotencyKeyError, canonical_json, make_key
+from consumer import IdempotencyConfig, IdempotencyKeyError, canonical_json, keys, make_key
+from consumer.event_sources import SQSRecord
+
+AT = dt.datetime(2024, 5, 1, 12, 30, tzinfo=dt.timezone.utc)
 
 
 def digest(value) -> str:
@@ -126,3 +131,74 @@ def test_key_ignores_key_order_and_whitespace_of_any_json_body(payload, seed):
     compact = {"body": json.dumps(payload, separators=(",", ":"))}
     shuffled = {"body": json.dumps(dict(items), indent=2)}
     assert make_key(compact, config) == make_key(shuffled, config)
+
+
+# -- values nested in a dict or a list: JMESPath sees into them, keys that worked before stay ------------------
+
+
+@dataclasses.dataclass
+class Order:
+    order_id: str
+    at: dt.datetime = AT
+
+
+class Placed(pydantic.BaseModel):
+    order_id: str
+    at: dt.datetime = AT
+
+
+@dataclasses.dataclass
+class Wrapper:
+    order: Order
+
+
+SQS = {"messageId": "m-1", "receiptHandle": "r-1", "body": "{}", "attributes": {"ApproximateReceiveCount": "2"}}
+
+
+@pytest.mark.parametrize(
+    ("record", "expression", "selected"),
+    [
+        pytest.param({"tenant": "t-1", "order": Order("o-1")}, "order.order_id", "o-1", id="dataclass-in-a-dict"),
+        pytest.param({"order": Placed(order_id="o-1")}, "order.order_id", "o-1", id="model-in-a-dict"),
+        pytest.param({"orders": [Order("o-1")]}, "orders[0].order_id", "o-1", id="dataclass-in-a-list"),
+        pytest.param({"orders": (Order("o-1"),)}, "orders[0].order_id", "o-1", id="dataclass-in-a-tuple"),
+        pytest.param({"w": Wrapper(Order("o-1"))}, "w.order.order_id", "o-1", id="dataclass-in-a-dataclass"),
+        pytest.param([{"order": Order("o-1")}], "[0].order.order_id", "o-1", id="in-a-list-record"),
+        pytest.param({"record": SQSRecord.from_raw(SQS)}, "record.messageId", "m-1", id="typed-record-in-a-dict"),
+        pytest.param({"order": Order("o-1")}, "[order.order_id, tenant]", ["o-1", None], id="multi-select"),
+    ],
+)
+def test_a_value_nested_in_a_dict_or_a_list_is_selected_from(record, expression, selected):
+    assert make_key(record, IdempotencyConfig(event_key_jmespath=expression)) == "local#" + digest(selected)
+
+
+@pytest.mark.parametrize(
+    ("record", "expression", "as_before"),
+    [
+        pytest.param({"order": Order("o-1")}, "", {"order": Order("o-1")}, id="whole-record"),
+        pytest.param({"w": {"o": Placed(order_id="o-1")}}, "w.o", Placed(order_id="o-1"), id="a-whole-model"),
+        pytest.param({"w": {"o": (Order("o-1"), 2)}}, "w.o", (Order("o-1"), 2), id="a-whole-tuple"),
+        pytest.param({"w": {"r": SQSRecord.from_raw(SQS)}}, "w.r", SQSRecord.from_raw(SQS), id="a-typed-record"),
+        pytest.param({"messageId": "m-1", "o": Order("o-1")}, None, "m-1", id="own-id"),
+    ],
+)
+def test_keys_that_selected_a_nested_value_whole_are_unchanged(record, expression, as_before):
+    # Keys are stored: a key that changed would run its record again. A model is hashed as model_dump(mode="json")
+    # (a UTC datetime as ...Z), a typed record as its key_data(), as canonical_json hashed them before.
+    config = IdempotencyConfig() if expression is None else IdempotencyConfig(event_key_jmespath=expression)
+    assert make_key(record, config) == "local#" + digest(as_before)
+
+
+def test_a_record_holding_itself_is_selected_from_as_before():
+    record: dict[str, object] = {"a": {"id": 1}}
+    record["self"] = record
+    assert make_key(record, IdempotencyConfig(event_key_jmespath="a.id")) == "local#" + digest(1)
+
+
+def test_plain_json_data_is_not_copied_to_select_a_key(monkeypatch):
+    record = {"order": {"order_id": "o-1", "lines": [{"sku": "a"}]}, "tenant": "t-1"}
+    seen = []
+    monkeypatch.setattr(keys, "search", lambda expression, data: seen.append(data) or data["order"]["order_id"])
+    make_key(record, IdempotencyConfig(event_key_jmespath="order.order_id"))
+    assert len(seen) == 1
+    assert seen[0] is record

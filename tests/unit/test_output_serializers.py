@@ -569,6 +569,60 @@ def test_a_result_holding_unrun_work_is_still_refused_with_a_serializer(face):
     assert list(store.scan()) == []  # released: the redelivery runs it
 
 
+class Notified(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="allow")
+    order_id: str
+    notification: Any = None
+    _pending: Any = pydantic.PrivateAttr(default=None)
+
+
+@dataclasses.dataclass
+class Wrapped:
+    outcome: Notified
+
+
+async def send_email(sent: list[str], order_id: str) -> None:
+    sent.append(order_id)
+
+
+def notified(sent: list[str], where: str) -> Notified:
+    work = send_email(sent, "o-1")  # never awaited: the email is not sent
+    if where == "extra":
+        return Notified(order_id="o-1", later=work)
+    model = Notified(order_id="o-1", notification=work if where == "field" else None)
+    if where == "private":
+        model._pending = work
+    return model
+
+
+@pytest.mark.parametrize(
+    ("where", "annotation", "shape"),
+    [
+        pytest.param("field", "Notified", lambda m: m, id="field"),
+        pytest.param("field", "Any", lambda m: m, id="field-without-a-serializer"),
+        pytest.param("extra", "Notified", lambda m: m, id="extra"),
+        pytest.param("private", "Notified", lambda m: m, id="private"),
+        pytest.param("field", "Wrapped", Wrapped, id="in-a-dataclass"),
+        pytest.param("field", "list[Notified]", lambda m: [m], id="in-a-list"),
+    ],
+)
+def test_unrun_work_inside_a_pydantic_model_is_refused_and_not_committed(face, where, annotation, shape):
+    # As inside a dataclass: committed (even without its response), the work would never be done.
+    store, sent = InMemoryPersistenceLayer(), []
+
+    def notify(order: dict[str, str]) -> Any:
+        return shape(notified(sent, where))
+
+    notify.__annotations__["return"] = annotation
+    decorated = idempotent_function(data_keyword_argument="order", store=store, name=f"notify-{uuid.uuid4().hex}")(
+        face.define(notify)
+    )
+    with pytest.raises(InvalidResultError, match="coroutine"):
+        face.call(decorated, order={"id": "o-1"})
+    assert list(store.scan()) == []  # released: the redelivery runs it
+    assert sent == []
+
+
 # -- failures: replaying ---------------------------------------------------------------------------------------
 
 

@@ -422,6 +422,61 @@ def test_an_attribute_set_by_post_init_that_is_not_a_field_is_refused(face, capl
     assert_committed_without_response(delivered, "Cart._total: an attribute that is not a field is not stored")
 
 
+class TotalSlot:
+    __slots__ = ("_total",)
+
+
+@dataclasses.dataclass(slots=True)
+class SlottedCart(TotalSlot):  # its base's slot, set by __post_init__, is no field
+    price: int
+
+    def __post_init__(self) -> None:
+        self._total = self.price * 3
+
+
+class PrivateSlot:
+    __slots__ = ("__secret",)
+
+
+@dataclasses.dataclass(slots=True)
+class Sealed(PrivateSlot):  # a private slot is stored under its mangled name
+    price: int
+
+    def __post_init__(self) -> None:
+        self._PrivateSlot__secret = self.price
+
+
+@dataclasses.dataclass(init=False)
+class Labelled:  # a field keeps its class default: as many attributes in __dict__ as fields
+    order_id: str
+    carrier: str = "post"
+
+    def __init__(self, order_id: str) -> None:
+        self.order_id, self.label = order_id, f"label-{order_id}"
+
+
+@dataclasses.dataclass(slots=True)
+class SlottedPlain(TotalSlot):  # the base's slot left unset: nothing is lost
+    price: int
+
+
+@pytest.mark.parametrize(
+    ("result", "why"),
+    [
+        pytest.param(SlottedCart(10), "SlottedCart._total: an attribute that is not a field", id="base-slot"),
+        pytest.param(Sealed(10), "Sealed._PrivateSlot__secret: an attribute that is not a field", id="private-slot"),
+        pytest.param(Labelled("o-1"), "Labelled.label: an attribute that is not a field", id="custom-init"),
+    ],
+)
+def test_an_attribute_that_is_not_a_field_is_refused_in_a_slot_or_beside_a_class_default(face, caplog, result, why):
+    delivered = deliver_twice(face, result, type(result), caplog)
+    assert_committed_without_response(delivered, why)
+
+
+def test_a_slot_that_is_not_a_field_and_was_never_set_replays(face, caplog):
+    assert_replays_as_itself(deliver_twice(face, SlottedPlain(10), SlottedPlain, caplog))
+
+
 def test_a_cached_property_that_was_read_is_computed_again_on_a_replay(face, caplog):
     priced = Priced([D("1.50")])
     assert priced.total == D("1.50")  # cached in the instance's __dict__

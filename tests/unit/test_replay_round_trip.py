@@ -10,14 +10,17 @@ response, with a warning that says where the replay would differ, and the body n
 Annotations here are objects (no ``from __future__ import annotations``).
 """
 
+import collections
 import dataclasses
 import datetime as dt
 import decimal
 import enum
 import logging
 import math
+import typing
 import uuid
-from typing import Annotated, Any, Generic, TypeVar
+from collections.abc import Sequence
+from typing import Annotated, Any, Generic, Literal, NamedTuple, TypeVar
 
 import pydantic
 import pytest
@@ -35,6 +38,7 @@ D = decimal.Decimal
 AT = dt.datetime(2024, 5, 1, 12, 30, tzinfo=dt.timezone.utc)
 VALIDATES_BY_NAME = tuple(map(int, pydantic.VERSION.split(".")[:2])) >= (2, 11)
 T = TypeVar("T")
+U = TypeVar("U")
 
 
 # -- what is returned --------------------------------------------------------------------------------------------
@@ -136,6 +140,26 @@ class SameParcel(Parcel):
 @dataclasses.dataclass
 class Box(Generic[T]):
     item: T
+
+
+@dataclasses.dataclass
+class LineBox(Box[Line]):  # bound by inheritance: no type argument left to give
+    note: str = ""
+
+
+@dataclasses.dataclass
+class Pair(Box[T], Generic[T, U]):
+    other: U
+
+
+@dataclasses.dataclass
+class LinePair(Pair[Line, Parcel]):  # through two generic bases
+    pass
+
+
+@dataclasses.dataclass
+class ListBox(Box[list[U]], Generic[U]):  # a base's type variable bound to one of its own
+    pass
 
 
 @dataclasses.dataclass
@@ -257,6 +281,9 @@ def test_a_json_field_replays_as_itself(face, caplog):
         pytest.param([Box(Parcel(3))], list[Box[Parcel]], id="in-a-list"),
         pytest.param(Crate(Box(Line("a", D(1))), [Box(Parcel(2))]), Crate, id="as-fields"),
         pytest.param(Box(3), Box[int], id="of-a-plain-type"),
+        pytest.param(LineBox(Line("a", D("1.5"))), LineBox, id="subclass-of-a-parametrization"),
+        pytest.param(LinePair(Line("a", D(1)), Parcel(2)), LinePair, id="through-two-generic-bases"),
+        pytest.param(ListBox([Line("a", D(1))]), ListBox[Line], id="bound-to-its-own-type-variable"),
     ],
 )
 def test_a_generic_dataclass_replays_with_its_type_arguments(face, caplog, result, annotation):
@@ -320,6 +347,74 @@ def test_an_enum_where_its_base_type_is_annotated_replays_as_that_type_with_a_wa
     if face.name == "sync":  # once per type: the async run of this test finds it warned
         assert "results of type test_replay_round_trip.Status replay as a str" in delivered.log
         assert "results of type test_replay_round_trip.Size replay as an int" in delivered.log
+
+
+class Point(NamedTuple):
+    lat: float
+    lon: float
+
+
+class Sku(str):  # a subclass of a built-in type that no rebuild makes again
+    __slots__ = ()
+
+
+@dataclasses.dataclass
+class Pickup:
+    where: Point
+    state: Literal[Status.OPEN]
+    sizes: Literal[Size.S, Size.M]
+    counts: collections.Counter  # type: ignore[type-arg]  # the bare class, as applications write it
+    tally: typing.Counter[str]
+    ordered: collections.OrderedDict[str, Point]
+    route: list[Point]
+
+
+@dataclasses.dataclass
+class Shelf:
+    sku: Sku
+
+
+@dataclasses.dataclass
+class Spots:
+    plain: tuple[float, float]
+    anything: Any
+    many: Sequence[float]
+
+
+def test_named_types_a_field_annotates_replay_as_themselves(face, caplog):
+    # Each is stored as its base type (a tuple, a value, a dict) and rebuilt from the field's annotation.
+    pickup = Pickup(
+        Point(48.85, 2.35),
+        Status.OPEN,
+        Size.M,
+        collections.Counter(a=1, b=2),
+        collections.Counter(["x", "x"]),
+        collections.OrderedDict(z=Point(1.0, 2.0)),
+        [Point(3.0, 4.0)],
+    )
+    delivered = deliver_twice(face, pickup, Pickup, caplog)
+    assert_replays_as_itself(delivered)
+    replayed = delivered.replayed
+    kinds = [Point, Status, Size, collections.Counter, collections.Counter, collections.OrderedDict, list]
+    assert [type(v) for v in vars(replayed).values()] == kinds
+    assert (replayed.where.lat, type(replayed.ordered["z"]), type(replayed.route[0])) == (48.85, Point, Point)
+    assert "replay as" not in delivered.log
+
+
+def test_a_subclass_of_a_built_in_type_its_field_annotates_is_refused_on_every_record(face, caplog):
+    # Its own class annotated, the base value a replay would give is not what the field says: refused, not warned
+    # once per process: the warning is the record's log line.
+    delivered = deliver_twice(face, Shelf(Sku("a-1")), Shelf, caplog)
+    assert_committed_without_response(delivered, "Shelf.sku: a Sku replays as a str")
+    again = deliver_twice(face, Shelf(Sku("a-2")), Shelf, caplog)
+    assert_committed_without_response(again, "Shelf.sku: a Sku replays as a str")
+
+
+def test_a_named_tuple_where_its_base_type_is_annotated_replays_as_that_type(face, caplog):
+    delivered = deliver_twice(face, Spots(Point(1.0, 2.0), Point(3.0, 4.0), Point(5.0, 6.0)), Spots, caplog)
+    assert delivered.runs == ["o-1"]
+    assert delivered.replayed == Spots((1.0, 2.0), (3.0, 4.0), (5.0, 6.0))
+    assert {type(v) for v in vars(delivered.replayed).values()} == {tuple}
 
 
 def test_private_attributes_are_not_data_a_replay_has_them_as_a_new_model_does(face, caplog):
