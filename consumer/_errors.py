@@ -96,8 +96,10 @@ class ResponseDecodeError(IdempotencyError, ValueError):
 
     The body does not run again (its side effect happened): the record fails with this error until the stored
     response fits again (deploy a model, or a serializer, that reads it), it expires, or it is deleted
-    (``idempotent-consumer records delete KEY``). ``key`` names the record, ``existing_record`` holds it, and
-    ``__cause__`` is the serializer's error.
+    (``idempotent-consumer records delete KEY``). ``key`` names the record and ``existing_record`` holds it. The
+    message says what did not fit, by type and place (``Order.lines[0]: a Line does not replay: ...``); the
+    serializer's error is not chained (neither ``__cause__`` nor ``__context__``): its text, a Pydantic
+    ``input_value`` for one, quotes the stored response, and a logged traceback would print it.
     """  # noqa: D205 - the summary needs two lines
 
 

@@ -31,29 +31,32 @@ def encode_output(result: Any, serializer: BaseIdempotencySerializer | None) -> 
     to take (they refuse it with ``ItemTooLargeError`` whatever it holds). Other serializers are not checked.
 
     Raises:
-        ResultEncodingError: The serializer or the encoder failed, or the text would not replay as ``result``;
-            the exception that stopped it is the cause.
+        ResultEncodingError: The serializer or the encoder failed, or the text would not replay as ``result``.
+            A serializer of the application's error is its cause; a built-in one's is said by type and place and
+            not chained (its text may quote the result).
     """
     if serializer is None or result is None:
         return encode_result(result)
     try:
         stored = serializer.to_dict(result)
-    except Exception as e:
-        msg = f"{serializer!r}.to_dict failed on a result of type {type(result).__qualname__}: {_said(e, serializer)}"
-        raise ResultEncodingError(msg) from e
+    except Exception as e:  # noqa: BLE001 - any failure of the serializer is this result's ResultEncodingError
+        said, cause = _said(e, serializer)
+        msg = f"{serializer!r}.to_dict failed on a result of type {type(result).__qualname__}: {said}"
+        raise ResultEncodingError(msg) from cause
     text = encode_result(stored)
     if len(text) <= MAX_ITEM_BYTES:  # over it (in characters, so in bytes too), no store of ours takes it
         _check_replay(result, text, serializer)
     return text
 
 
-def _said(error: Exception, serializer: BaseIdempotencySerializer) -> str:
-    # A built-in serializer's error without what its message may quote of the result (the bytes Pydantic could
-    # not dump); a serializer of the application's, its own words.
+def _said(error: Exception, serializer: BaseIdempotencySerializer) -> tuple[str, Exception | None]:
+    # What to say of a serializer's error, and the cause to chain. A built-in serializer's error is said without
+    # what its message may quote of the result (the bytes Pydantic could not dump), and not chained: a logged
+    # traceback would print its text. A serializer of the application's: its own words, chained.
     from consumer._describe import reason  # noqa: PLC0415 - a failure only
     from consumer._round_trip import ChecksReplay  # noqa: PLC0415 - loaded with the serializer
 
-    return reason(error) if isinstance(serializer, ChecksReplay) else repr(error)
+    return (reason(error), None) if isinstance(serializer, ChecksReplay) else (repr(error), error)
 
 
 def _check_replay(result: Any, text: str, serializer: BaseIdempotencySerializer) -> None:
@@ -62,9 +65,9 @@ def _check_replay(result: Any, text: str, serializer: BaseIdempotencySerializer)
     if isinstance(serializer, ChecksReplay):
         try:
             serializer.check_replay(result, text)
-        except NotReplayableError as e:
+        except NotReplayableError as e:  # said by type and place; its cause (a ValidationError) quotes the result
             msg = f"{serializer!r} would not replay the result as itself: {e}"
-            raise ResultEncodingError(msg) from e
+            raise ResultEncodingError(msg) from None
 
 
 def unstored(
@@ -97,22 +100,27 @@ def decode_output(record: IdempotencyRecord, serializer: BaseIdempotencySerializ
     ``None`` when the response was not stored (``record.response`` is ``None``).
 
     Raises:
-        ResponseDecodeError: The stored text is not a stored result, or the serializer refused it.
+        ResponseDecodeError: The stored text is not a stored result, or the serializer refused it. Its message
+            says what did not fit by type and place; it chains no cause (that error would quote the stored value).
     """
     if record.response is None:
         return None
     try:
         value = decode_result(record.response)
         return value if serializer is None or value is None else serializer.from_dict(value)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - any failure to rebuild is this record's ResponseDecodeError, below
         from consumer._describe import describe  # noqa: PLC0415 - a failed replay only
 
-        by = "" if serializer is None else f" by {serializer!r}"
-        msg = (  # what is said of the error quotes no stored value: this message is logged
-            f"the stored response of {record.key!r} cannot be replayed{by} ({describe(e)}); the body does "
-            "not run again: make the response fit (a model or serializer that reads it), or delete the record"
-        )
-        raise ResponseDecodeError(msg, key=record.key, existing_record=record) from e
+        said = describe(e)
+    by = "" if serializer is None else f" by {serializer!r}"
+    msg = (  # what is said of the error quotes no stored value: this message is logged
+        f"the stored response of {record.key!r} cannot be replayed{by} ({said}); the body does "
+        "not run again: make the response fit (a model or serializer that reads it), or delete the record"
+    )
+    # Raised outside the handler, so with neither cause nor context: the error that stopped the rebuild (a
+    # Pydantic ValidationError's input_value, a ValueError of a decoder) quotes the stored value, and a
+    # traceback would print it.
+    raise ResponseDecodeError(msg, key=record.key, existing_record=record)
 
 
 _UNRESOLVED: Any = object()
