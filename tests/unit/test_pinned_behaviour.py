@@ -720,7 +720,7 @@ def test_a_stored_item_decodes_numbers_given_as_text_and_an_absent_lease_as_empt
         ({"expires_at": True}, "expires_at is not a whole number: True"),
         ({"in_progress_expires_at": "later"}, "in_progress_expires_at is not a whole number: 'later'"),
         ({"lease": 7}, "lease is not text: 7"),
-        ({"response": 7}, "response is not text: 7"),
+        ({"response": 7}, "response is not text: a value of type int"),  # the application's data: never quoted
         ({"payload_hash": 7}, "payload_hash is not text: 7"),
     ],
 )

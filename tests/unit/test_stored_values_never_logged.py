@@ -8,8 +8,10 @@ here formats the library's log records as Lambda writes them (text and JSON) and
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import dataclasses
+import gzip
 import io
 import logging
 import os
@@ -22,11 +24,21 @@ import pydantic
 import pytest
 from lambda_log_format import LambdaJsonFormatter, RequestIdFilter, lambda_text_formatter
 
-from consumer import BatchProcessor, EventType, IdempotencyGuard, ResponseDecodeError, idempotent_function
+from consumer import (
+    BatchProcessor,
+    EventType,
+    IdempotencyConfig,
+    IdempotencyGuard,
+    IdempotencyKeyError,
+    ResponseDecodeError,
+    idempotent_function,
+)
 from consumer._output import encode_output
 from consumer._serde import ResultEncodingError
+from consumer.keys import make_key
 from consumer.serialization import PydanticSerializer
-from persistence import InMemoryPersistenceLayer
+from persistence import InMemoryPersistenceLayer, PersistenceLayerError
+from persistence._base import decode_record
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH_PYTHON = ROOT / "bench" / ".venv" / "bin" / "python"
@@ -153,3 +165,26 @@ def test_a_result_a_built_in_serializer_refuses_is_said_without_chaining_the_err
         encode_output(Checked.model_construct(card=card), PydanticSerializer(Checked))
     assert refused.value.__cause__ is None
     assert card not in "".join(traceback.format_exception(refused.value))
+
+
+@pytest.mark.parametrize(
+    ("expression", "data", "quoted"),
+    [
+        ("base64_gzip_decode(body)", b"4111111111111111", "b'41'"),  # gzip: "Not a gzipped file (b'41')"
+        ("powertools_base64(body)", b"\xe9t\xe9", "0xe9"),  # UTF-8: "can't decode byte 0xe9 in position 0"
+        ("base64_gzip_decode(body)", gzip.compress(b"\xe9t\xe9", mtime=0), "0xe9"),
+    ],
+    ids=["not-gzip", "not-utf-8", "gzip-of-not-utf-8"],
+)
+def test_a_key_expression_whose_decoder_refuses_the_payload_quotes_none_of_it(expression, data, quoted):
+    record = {"messageId": "m-1", "body": base64.b64encode(data).decode()}
+    with pytest.raises(IdempotencyKeyError, match="event_key_jmespath") as refused:
+        make_key(record, IdempotencyConfig(event_key_jmespath=expression))
+    assert quoted not in "".join(traceback.format_exception(refused.value))
+
+
+def test_a_stored_item_whose_response_is_not_text_is_refused_without_quoting_it():
+    with pytest.raises(PersistenceLayerError, match="response is not text: a value of type bytes") as refused:
+        decode_record(key="k", status="COMPLETE", expires_at=1, in_progress_expires_at=None, lease="l",
+                      response=SECRET.encode(), payload_hash=None)  # fmt: skip
+    assert SECRET not in "".join(traceback.format_exception(refused.value))
