@@ -40,6 +40,7 @@ from consumer._powertools import (
     powertools_payload,
 )
 from consumer._serde import encode_result
+from consumer.keys import failure_said
 from persistence import IdempotencyRecord, ItemTooLargeError, PersistenceLayerError, RecordStatus
 
 if TYPE_CHECKING:
@@ -262,7 +263,8 @@ class PowertoolsCutover:
             payload = self._payload(data)  # once: the key and the validation hash both read it
             key = self._key_of(payload)
         except Exception as e:  # noqa: BLE001 - Powertools failed on this payload too: it kept no record of it
-            logger.warning("no Powertools key for %r (%r): Powertools kept no record of it", held.key, e)
+            said = failure_said(e)  # its text may quote the payload (JMESPath's type error does): not logged
+            logger.warning("no Powertools key for %r (%s): Powertools kept no record of it", held.key, said)
             return None
         if key is None:
             return None

@@ -132,6 +132,17 @@ def kafka_place(data: Any) -> str | None:
     return None
 
 
+def failure_said(error: BaseException) -> str:
+    """What a log line may say of ``error``, raised selecting from a record, without quoting the record.
+
+    JMESPath's type error holds the value it was given (the payload) in its text: it is said by its function and
+    types (``powertools_json() takes string, got object``). Any other error is said by its type alone.
+    """
+    if isinstance(error, JMESPathTypeError):
+        return f"{error.function_name}() takes {', '.join(error.expected_types)}, got {error.actual_type}"
+    return type(error).__name__
+
+
 def select(expression: ParsedResult, data: Any, what: str) -> Any:
     """Evaluate ``expression`` on ``data``; a failure (bad JSON, bad base64) is an ``IdempotencyKeyError``."""
     try:
@@ -139,10 +150,7 @@ def select(expression: ParsedResult, data: Any, what: str) -> Any:
     except JMESPathTypeError as e:
         # Its text, and so a traceback showing it as the cause, holds the value it was given: the payload.
         # Name the function and the types only, and leave the cause out of the chain.
-        message = (
-            f"{what} {expression.expression!r} failed on {kafka_place(data) or 'the record'}: "
-            f"{e.function_name}() takes {', '.join(e.expected_types)}, got {e.actual_type}"
-        )
+        message = f"{what} {expression.expression!r} failed on {kafka_place(data) or 'the record'}: {failure_said(e)}"
         raise IdempotencyKeyError(message) from None
     except (ValueError, TypeError, UnicodeDecodeError) as e:
         where = kafka_place(data) or "the record"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import dataclasses
+import datetime as dt
 import gzip
 import io
 import logging
@@ -30,6 +31,7 @@ from consumer import (
     IdempotencyConfig,
     IdempotencyGuard,
     IdempotencyKeyError,
+    PowertoolsCutover,
     ResponseDecodeError,
     idempotent_function,
 )
@@ -188,3 +190,30 @@ def test_a_stored_item_whose_response_is_not_text_is_refused_without_quoting_it(
         decode_record(key="k", status="COMPLETE", expires_at=1, in_progress_expires_at=None, lease="l",
                       response=SECRET.encode(), payload_hash=None)  # fmt: skip
     assert SECRET not in "".join(traceback.format_exception(refused.value))
+
+
+@pytest.mark.parametrize(
+    ("expression", "said"),
+    [
+        ("powertools_json(detail).order_id", "(powertools_json() takes string, got object)"),  # JMESPath's repr
+        ("powertools_base64_gzip(detail.packed)", "(BadGzipFile)"),  # gzip's "Not a gzipped file (b'SE')"
+    ],
+)
+def test_a_powertools_key_that_fails_on_a_record_is_logged_without_its_values(caplog, expression, said):
+    cutover = PowertoolsCutover(
+        table_name="PowertoolsIdempotency",
+        until=dt.datetime(2099, 1, 1, tzinfo=dt.timezone.utc),
+        function="app.handler",
+        event_key_jmespath=expression,  # Powertools' expression, which fails on this record as it did there
+    )
+    detail = {"order_id": "o-1", "card": SECRET, "packed": base64.b64encode(SECRET.encode()).decode()}
+    event = {"id": "e-1", "detail-type": "Paid", "source": "shop", "detail": detail}
+    guard = IdempotencyGuard(
+        event, store=InMemoryPersistenceLayer(), config=IdempotencyConfig(powertools_cutover=cutover)
+    )
+    with caplog.at_level(logging.DEBUG, "idempotent_consumer"), guard:
+        guard.result = "ran"  # Powertools kept no record of it: the body runs
+    [warning] = caplog.records
+    assert f"no Powertools key for {guard.key!r} {said}" in warning.getMessage()
+    assert SECRET not in caplog.text
+    assert "b'SE'" not in caplog.text
