@@ -1,0 +1,87 @@
+"""``idempotent-consumer key``: what each record of an event selects, and the key it gets, before deploying."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from consumer._cli_records import EXIT_OK, CommandError, out
+from consumer._kafka import is_kafka_event, kafka_records
+from consumer.config import IdempotencyConfig
+from consumer.keys import DEFAULT_KEY_EXPRESSIONS, default_key_expression, make_key, select
+from persistence import IdempotencyError
+
+if TYPE_CHECKING:
+    import argparse
+
+EXIT_USAGE = 2
+
+
+def key_command(args: argparse.Namespace, event: Any) -> int:
+    """``key``: per record, what its key hashes and the key.
+
+    A record the key expression fails on is one line naming the error.
+
+    Raises:
+        CommandError: The options do not make a config (exit 2), or the event has no records of the source.
+    """
+    try:
+        config = IdempotencyConfig(event_key_jmespath=args.jmespath, key_prefix=args.prefix, key_header=args.header)
+    except IdempotencyError as e:
+        raise CommandError(str(e), EXIT_USAGE) from e
+    for index, record in enumerate(_records(event, args.event_type)):
+        expression = config.key_expression or default_key_expression(record)
+        try:
+            selection = record if expression is None else select(expression, record, "event_key_jmespath")
+            key = make_key(record, config)
+        except IdempotencyError as e:
+            out(f"record {index}: {e}")
+            continue
+        out(f"record {index}: selected {shown(selection)}")
+        out(f"  key {key}" if key is not None else "  no key: this record would run unguarded")
+    return EXIT_OK
+
+
+def shown(selection: Any) -> str:
+    """What a key hashes, as JSON; bytes (a header that is not UTF-8, keyed as bytes) in hexadecimal.
+
+    A whole selection of bytes reads ``bytes ff12... (not UTF-8)``; bytes inside one (``[header(@, 'k'), topic]``)
+    ``"<bytes ff12...>"``.
+    """
+    if isinstance(selection, bytes):
+        return f"bytes {selection.hex()} (not UTF-8)"
+    return json.dumps(selection, ensure_ascii=False, default=_hex)
+
+
+def _hex(value: object) -> str:
+    return f"<bytes {value.hex()}>" if isinstance(value, bytes) else str(value)
+
+
+def _records(event: Any, event_type: str | None) -> list[Any]:
+    """The records of ``event`` as ``event_type`` (default: detected) lays them out.
+
+    Raises:
+        CommandError: The event has none.
+    """
+    source = event_type or _detect_source(event)
+    if source == "kafka":
+        try:
+            records = kafka_records(event if isinstance(event, dict) else {})
+        except ValueError as e:
+            raise CommandError(str(e)) from e
+    else:
+        records = [event] if source == "eventbridge" else list(event.get("Records") or [])
+    if not records:
+        layout = "a 'records' object" if source == "kafka" else "a 'Records' list"
+        raise CommandError(f"the event has no records of its own for --event-type {source} ({layout} of them)")
+    return records
+
+
+def _detect_source(event: Any) -> str:
+    if is_kafka_event(event):
+        return "kafka"
+    records = event.get("Records") if isinstance(event, dict) else None
+    if not records:
+        return "eventbridge"
+    source = str(records[0].get("eventSource", "")).removeprefix("aws:")
+    return source if source in DEFAULT_KEY_EXPRESSIONS else "sqs"
