@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from consumer._cli_records import EXIT_OK, CommandError, out
 from consumer._kafka import is_kafka_event, kafka_records
 from consumer.config import IdempotencyConfig
-from consumer.keys import DEFAULT_KEY_EXPRESSIONS, default_key_expression, make_key, select
+from consumer.keys import DEFAULT_KEY_EXPRESSIONS, key_selection, make_key
 from persistence import IdempotencyError
 
 if TYPE_CHECKING:
@@ -20,7 +20,9 @@ EXIT_USAGE = 2
 def key_command(args: argparse.Namespace, event: Any) -> int:
     """``key``: per record, what its key hashes and the key.
 
-    A record the key expression fails on is one line naming the error.
+    What is shown is what is hashed: the whole record for ``--jmespath ''``; with ``--header``, a record without
+    that header is keyed by its own id, which the line says. A record the key expression fails on is one line
+    naming the error.
 
     Raises:
         CommandError: The options do not make a config (exit 2), or the event has no records of the source.
@@ -30,14 +32,16 @@ def key_command(args: argparse.Namespace, event: Any) -> int:
     except IdempotencyError as e:
         raise CommandError(str(e), EXIT_USAGE) from e
     for index, record in enumerate(_records(event, args.event_type)):
-        expression = config.key_expression or default_key_expression(record)
         try:
-            selection = record if expression is None else select(expression, record, "event_key_jmespath")
+            selection, own_id = key_selection(record, config)  # what make_key hashes
             key = make_key(record, config)
         except IdempotencyError as e:
             out(f"record {index}: {e}")
             continue
-        out(f"record {index}: selected {shown(selection)}")
+        if own_id:
+            out(f"record {index}: no header {args.header!r}: its own id selected {shown(selection)}")
+        else:
+            out(f"record {index}: selected {shown(selection)}")
         out(f"  key {key}" if key is not None else "  no key: this record would run unguarded")
     return EXIT_OK
 

@@ -171,26 +171,50 @@ def make_key(data: Any, config: IdempotencyConfig, prefix: str | None = None) ->
     """
     if not isinstance(data, (dict, str, list)):  # plain_data's own fast path, without the call per record
         data = plain_data(data)
-    expression = config.key_expression
-    if expression is None and config.event_key_jmespath is None:  # "" is the whole record, as in Powertools
-        expression = default_key_expression(data)
-    selection = data if expression is None else select(expression, data, "event_key_jmespath")
-    if is_missing(selection) and config.key_header is not None and not config.raise_on_no_idempotency_key:
-        # No producer key on this record: its own id still keys it, so a redelivery replays rather than runs again.
-        own_id = default_key_expression(data)
-        selection = None if own_id is None else select(own_id, data, "the record's own id")
+    selection, _ = key_selection(data, config)
     if is_missing(selection):
         if config.raise_on_no_idempotency_key:
-            where = "the record" if expression is None else f"{expression.expression!r}"
-            place = kafka_place(data)
-            on = f" on {place}" if place else ""
-            raise IdempotencyKeyError(f"no idempotency key: {where} selected nothing{on}")
+            raise _no_key(data, config)
         return None
     try:
         digest = hash_value(selection, config.hash_function)
     except Exception as e:  # any failure of a user-made value is a key error naming it
         raise IdempotencyKeyError(f"the idempotency key selection cannot be serialized: {e!r}") from e
     return f"{prefix or config.prefix}#{digest}"
+
+
+def key_selection(data: Any, config: IdempotencyConfig) -> tuple[Any, bool]:
+    """What the key of ``data`` (in plain form) hashes, and whether it is the record's own id in place of a header.
+
+    The selection is ``config``'s expression's, the whole record for ``event_key_jmespath=""``, or the record's own
+    id by default. With ``key_header``, a record without that header is keyed by its own id (the second value is
+    then true), so that a redelivery still replays. A selection that :func:`is_missing` makes no key.
+
+    Raises:
+        IdempotencyKeyError: The expression failed on ``data``.
+    """
+    expression = _expression(data, config)
+    selection = data if expression is None else select(expression, data, "event_key_jmespath")
+    if is_missing(selection) and config.key_header is not None and not config.raise_on_no_idempotency_key:
+        # No producer key on this record: its own id still keys it, so a redelivery replays rather than runs again.
+        own_id = default_key_expression(data)
+        return (None if own_id is None else select(own_id, data, "the record's own id")), True
+    return selection, False
+
+
+def _expression(data: Any, config: IdempotencyConfig) -> ParsedResult | None:
+    """The expression selecting ``data``'s key; ``None``: the whole record."""
+    if config.key_expression is None and config.event_key_jmespath is None:  # "" is the whole record, as Powertools
+        return default_key_expression(data)
+    return config.key_expression
+
+
+def _no_key(data: Any, config: IdempotencyConfig) -> IdempotencyKeyError:
+    expression = _expression(data, config)
+    where = "the record" if expression is None else f"{expression.expression!r}"
+    place = kafka_place(data)
+    on = f" on {place}" if place else ""
+    return IdempotencyKeyError(f"no idempotency key: {where} selected nothing{on}")
 
 
 def payload_hash(data: Any, config: IdempotencyConfig) -> str | None:

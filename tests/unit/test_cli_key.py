@@ -10,8 +10,10 @@ from events import kafka_event, kafka_record, sqs_event, sqs_record
 
 from consumer import BatchProcessor, EventType, IdempotencyConfig
 from consumer.cli import main
+from consumer.keys import hash_value
 from persistence import InMemoryPersistenceLayer
 
+BODY_ID = "powertools_json(body).order_id"
 BINARY_KEY = uuid.UUID("ff123456-789a-bcde-f012-3456789abcde").bytes  # a producer's UUID key: not UTF-8
 
 
@@ -62,3 +64,29 @@ def test_an_sqs_event_keys_each_record_by_its_message_id(tmp_path, capsys, event
     options = [] if event_type is None else ["--event-type", event_type]
     code, lines = key_lines(tmp_path, capsys, event, *options)
     assert (code, lines) == (0, ['record 0: selected "m-1"', f"  key {consumer_keys(EventType.SQS, event, None)[0]}"])
+
+
+def hashes_to(selected: str, key_line: str) -> bool:
+    """Whether the JSON a ``selected`` line shows is what the key on the next line hashes."""
+    digest = key_line.removeprefix("  key ").partition("#")[2]
+    return hash_value(json.loads(selected), IdempotencyConfig().hash_function) == digest
+
+
+@pytest.mark.parametrize(
+    ("options", "config", "selected"),
+    [
+        ([], None, 'record 0: selected "m-1"'),
+        (["--jmespath", BODY_ID], IdempotencyConfig(event_key_jmespath=BODY_ID), 'record 0: selected "o-1"'),
+        (["--jmespath", ""], IdempotencyConfig(event_key_jmespath=""), "record 0: selected {"),  # the whole record
+        (["--header", "Idempotency-Key"], IdempotencyConfig(key_header="Idempotency-Key"),
+         "record 0: no header 'Idempotency-Key': its own id selected \"m-1\""),
+    ],
+    ids=["default", "expression", "whole-record", "header-absent"],
+)  # fmt: skip
+def test_what_is_shown_as_selected_is_what_the_key_hashes(tmp_path, capsys, options, config, selected):
+    event = {"Records": [{"messageId": "m-1", "body": '{"order_id": "o-1"}', "eventSource": "aws:sqs"}]}
+    code, (shown, key_line) = key_lines(tmp_path, capsys, event, *options)
+    assert code == 0
+    assert shown.startswith(selected)
+    assert hashes_to(shown.partition(" selected ")[2], key_line)
+    assert key_line == f"  key {consumer_keys(EventType.SQS, event, config)[0]}"
