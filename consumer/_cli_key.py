@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from consumer._cli_records import EXIT_OK, CommandError, out
@@ -22,7 +23,7 @@ def key_command(args: argparse.Namespace, event: Any) -> int:
 
     What is shown is what is hashed: the whole record for ``--jmespath ''``; with ``--header``, a record without
     that header is keyed by its own id, which the line says. A record the key expression fails on is one line
-    naming the error.
+    naming the error, as is a record that is not an object.
 
     Raises:
         CommandError: The options do not make a config (exit 2), or the event has no records of the source.
@@ -32,6 +33,9 @@ def key_command(args: argparse.Namespace, event: Any) -> int:
     except IdempotencyError as e:
         raise CommandError(str(e), EXIT_USAGE) from e
     for index, record in enumerate(_records(event, args.event_type)):
+        if not isinstance(record, Mapping):
+            out(f"record {index}: not a record: a JSON {_json_type(record)}, where an object is expected")
+            continue
         try:
             selection, own_id = key_selection(record, config)  # what make_key hashes
             key = make_key(record, config)
@@ -65,27 +69,42 @@ def _records(event: Any, event_type: str | None) -> list[Any]:
     """The records of ``event`` as ``event_type`` (default: detected) lays them out.
 
     Raises:
-        CommandError: The event has none.
+        CommandError: ``event`` is not an object, its records are not a list (an object of lists for Kafka), or
+            it has none.
     """
+    if not isinstance(event, Mapping):
+        raise CommandError(f"the event is a JSON {_json_type(event)}: an event is an object")
     source = event_type or _detect_source(event)
     if source == "kafka":
         try:
-            records = kafka_records(event if isinstance(event, dict) else {})
+            records = kafka_records(event)
         except ValueError as e:
             raise CommandError(str(e)) from e
+    elif source == "eventbridge":
+        records = [event]
     else:
-        records = [event] if source == "eventbridge" else list(event.get("Records") or [])
+        listed = event.get("Records")
+        if listed is not None and not isinstance(listed, list):
+            raise CommandError(f"the event's 'Records' is a JSON {_json_type(listed)}: a list of records is expected")
+        records = listed or []
     if not records:
         layout = "a 'records' object" if source == "kafka" else "a 'Records' list"
         raise CommandError(f"the event has no records of its own for --event-type {source} ({layout} of them)")
     return records
 
 
-def _detect_source(event: Any) -> str:
+def _detect_source(event: Mapping[str, Any]) -> str:
     if is_kafka_event(event):
         return "kafka"
-    records = event.get("Records") if isinstance(event, dict) else None
+    records = event.get("Records")
     if not records:
         return "eventbridge"
-    source = str(records[0].get("eventSource", "")).removeprefix("aws:")
+    first = records[0] if isinstance(records, list) else None
+    source = str(first.get("eventSource", "")).removeprefix("aws:") if isinstance(first, Mapping) else ""
     return source if source in DEFAULT_KEY_EXPRESSIONS else "sqs"
+
+
+def _json_type(value: object) -> str:
+    """The JSON name of ``value``'s type (what the event file holds)."""
+    names = {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)

@@ -90,3 +90,26 @@ def test_what_is_shown_as_selected_is_what_the_key_hashes(tmp_path, capsys, opti
     assert shown.startswith(selected)
     assert hashes_to(shown.partition(" selected ")[2], key_line)
     assert key_line == f"  key {consumer_keys(EventType.SQS, event, config)[0]}"
+
+
+@pytest.mark.parametrize(
+    ("event", "said"),
+    [
+        ({"Records": "abc"}, "the event's 'Records' is a JSON string: a list of records is expected"),
+        ([1, 2], "the event is a JSON array: an event is an object"),
+    ],
+)
+def test_an_event_of_the_wrong_shape_is_one_line_naming_what_is_wrong(tmp_path, capsys, event, said):
+    path = tmp_path / "event.json"
+    path.write_text(json.dumps(event))
+    assert main(["key", "--event", str(path)]) == 1
+    assert capsys.readouterr().err == f"idempotent-consumer: {said}\n"
+
+
+def test_a_record_that_is_not_an_object_is_one_line_and_the_others_are_keyed(tmp_path, capsys):
+    code, lines = key_lines(tmp_path, capsys, {"Records": [1, {"messageId": "m-1"}]})
+    assert code == 0
+    assert lines[:2] == [
+        "record 0: not a record: a JSON number, where an object is expected",
+        'record 1: selected "m-1"',
+    ]
