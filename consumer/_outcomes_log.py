@@ -21,7 +21,8 @@ keys, counts and the exception (whose text is the application's own).
 
 Logging never decides an outcome: every call here swallows what a handler, filter or record factory of the
 application raises (an ``Exception``), after one line on ``stderr``. Only the guard's own warnings are logged
-while records run (a result committed without its response); the processor logs the rest once the batch ran.
+while records run (a result committed without its response, once that commit landed); the processor logs the rest
+once the batch ran.
 """
 
 from __future__ import annotations

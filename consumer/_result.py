@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from consumer._errors import InvalidResultError
-from consumer._output import encode_output, unstored
+from consumer._output import encode_output
 from consumer._unrun import close_unrun, unrun_parts
 
 if TYPE_CHECKING:
-    from consumer._context import LambdaContext
     from consumer.serialization import BaseIdempotencySerializer
     from persistence import IdempotencyRecord
 
@@ -36,37 +35,31 @@ def refusal(key: str | None, result: Any, unrun: list[Any], cause: BaseException
 
 
 def completed_record(
-    held: IdempotencyRecord,
-    result: Any,
-    serializer: BaseIdempotencySerializer | None,
-    expires_at: int,
-    *,
-    context: LambdaContext | None,
-    batch_record: tuple[str, str] | None,
-) -> tuple[IdempotencyRecord, BaseException | None]:
-    """The ``COMPLETE`` record to write for ``held``, and what interrupted storing its result (raised after).
+    held: IdempotencyRecord, result: Any, serializer: BaseIdempotencySerializer | None, expires_at: int
+) -> tuple[IdempotencyRecord, BaseException | None, BaseException | None]:
+    """The ``COMPLETE`` record to write for ``held``; why its result is not in it; what interrupted the storing.
 
     The body ran: whatever goes wrong encoding its result must not keep the record from committing, or the side
-    effect would run again once the lock lapses. The record is then committed without its response (logged),
-    unless the result holds work that has not run (a coroutine in a list, a map object, a Future): committing
-    it would lose that work, so it is refused instead.
+    effect would run again once the lock lapses. The record is then committed without its response (the guard
+    logs it once the commit landed: :func:`~consumer._output.unstored`), unless the result holds work that has not
+    run (a coroutine in a list, a map object, a Future): committing it would lose that work, so it is refused.
+
+    Returns:
+        The record; the error its response was left out for (``None`` when it holds the result); and the
+        ``BaseException`` that interrupted the encoding, to raise once the record is committed.
 
     Raises:
         InvalidResultError: ``result`` holds unrun work (the lock is not yet released).
         BaseException: One that stopped the encoding of a result holding unrun work, as it was raised.
     """
-    interrupted = None
     try:
-        response: str | None = encode_output(result, serializer)
+        return held.completed(encode_output(result, serializer), expires_at), None, None
     except Exception as e:
         unrun = unrun_parts(result)
         if unrun:
             raise refusal(held.key, result, unrun, e) from e
-        unstored(held.key, e, context, batch_record)
-        response = None
+        return held.completed(None, expires_at), e, None
     except BaseException as e:  # a KeyboardInterrupt in a serializer: the body ran, so it is committed first
         if unrun_parts(result):
             raise
-        unstored(held.key, e, context, batch_record)
-        response, interrupted = None, e
-    return held.completed(response, expires_at), interrupted
+        return held.completed(None, expires_at), e, e

@@ -336,8 +336,9 @@ class PowertoolsCutover:
                 try:
                     store.complete(found)
                 except ItemTooLargeError as e:
-                    found = _without_response(found, e)
+                    found = dataclasses.replace(found, response=None)
                     store.complete(found)
+                    _kept_without_response(found, e)
                 return found
         except BaseException as e:
             _release_after(lambda: store.release(held.key, held.lease), held, e)
@@ -363,8 +364,9 @@ class PowertoolsCutover:
                 try:
                     await settled(store.complete(found))
                 except ItemTooLargeError as e:
-                    found = _without_response(found, e)
+                    found = dataclasses.replace(found, response=None)
                     await settled(store.complete(found))
+                    _kept_without_response(found, e)
                 return found
         except BaseException as e:
             future, _ = await settle(store.release(held.key, held.lease))
@@ -374,9 +376,9 @@ class PowertoolsCutover:
         return found
 
 
-def _without_response(record: IdempotencyRecord, error: ItemTooLargeError) -> IdempotencyRecord:
+def _kept_without_response(record: IdempotencyRecord, error: ItemTooLargeError) -> None:
+    """Said once the copy without its response is committed (a commit that fails is the record's failure)."""
     logger.warning("the Powertools response of %r is too large for our store (%s): kept without it", record.key, error)
-    return dataclasses.replace(record, response=None)
 
 
 def _release_after(release: Callable[[], object], held: IdempotencyRecord, error: BaseException) -> None:

@@ -17,7 +17,7 @@ from consumer._errors import (
 )
 from consumer._held import hold, in_progress_error, let_go
 from consumer._outcomes_log import log_release_failed
-from consumer._output import decode_output, without_response
+from consumer._output import decode_output, unstored, without_response
 from consumer._result import completed_record, refusal
 from consumer._unguarded import idempotency_disabled, warn_unguarded
 from consumer._unrun import PLAIN_RESULTS, never_ran
@@ -131,6 +131,7 @@ class IdempotencyGuard:
         self._validation_hash: str | None = None
         self._astore: AsyncPersistenceLayer | None = None
         self._key_token: Token[str | None] | None = None
+        self._unstored: BaseException | None = None  # why the result is committed without its response
         # (item identifier, event source) when a batch processor runs this record: it logs the record's outcome.
         self._batch_record: tuple[str, str] | None = None
 
@@ -294,7 +295,7 @@ class IdempotencyGuard:
             try:
                 store.complete(complete)
             except ItemTooLargeError as e:
-                complete = without_response(complete, e, self.context, self._batch_record)
+                complete, self._unstored = without_response(complete), e
                 store.complete(complete)
             self._committed(complete)
             if failure is not None:
@@ -344,7 +345,7 @@ class IdempotencyGuard:
         done, cancelled = await settle(store.complete(complete))
         error = None if done.cancelled() else done.exception()
         if isinstance(error, ItemTooLargeError):
-            complete = without_response(complete, error, self.context, self._batch_record)
+            complete, self._unstored = without_response(complete), error
             done, again = await settle(store.complete(complete))
             cancelled = cancelled or again
             error = None if done.cancelled() else done.exception()
@@ -374,19 +375,15 @@ class IdempotencyGuard:
             return held, None, refusal(self.key, unrun, [unrun], None)
         if held is None:
             return None, None, None
+        expires_at = int(self.clock()) + self.config.expires_after_seconds
         try:
-            expires_at = int(self.clock()) + self.config.expires_after_seconds
-            return held, *completed_record(
-                held,
-                self.result,
-                self.output_serializer,
-                expires_at,
-                context=self.context,
-                batch_record=self._batch_record,
+            complete, self._unstored, interrupted = completed_record(
+                held, self.result, self.output_serializer, expires_at
             )
         except InvalidResultError as refused:
             self.result = None
             return held, None, refused
+        return held, complete, interrupted
 
     def _closed(self, exc: BaseException | None, failure: BaseException | None) -> Literal[False]:
         """After a release (or with nothing held): raise what the body's exit calls for, else return False."""
@@ -406,6 +403,8 @@ class IdempotencyGuard:
         self.committed = True
         if self._cache is not None:
             self._cache.put(complete, self._now_ms())
+        if self._unstored is not None:  # said once committed: a commit that fails is the record's failure instead
+            unstored(complete.key, self._unstored, self.context, self._batch_record)
 
     def _release_failed(self, held: IdempotencyRecord, exc: BaseException | None, error: Exception) -> None:
         if not isinstance(error, IdempotencyError):  # a store of the user's raised its own error

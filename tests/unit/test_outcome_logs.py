@@ -185,7 +185,7 @@ def test_in_lambdas_text_format_each_line_says_the_essentials(every_outcome):
     assert any(line.startswith("record m-busy is in progress in another invocation (") for line in lines)
     assert any(line.startswith("record m-late lost its lock to another invocation") for line in lines)
     assert "record m-nokey ran unguarded: no idempotency key selected, so a redelivery runs it again" in lines
-    assert any(line.endswith("committing without it (record m-unstorable)") for line in lines)
+    assert any(line.endswith("committed without it (record m-unstorable)") for line in lines)
     assert (
         f"record {item_id(run, 'k-2')} skipped: an earlier record it must not overtake failed; reported for redelivery"
         in lines
