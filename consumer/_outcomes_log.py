@@ -8,7 +8,8 @@ line (so it reads well as plain text) and whose ``extra`` fields carry them for 
 field                 value
 ===================== ===============================================================================
 ``outcome``           ``failed``, ``lock_lost``, ``in_progress``, ``deferred``, ``skipped``, ``unguarded``,
-                      ``committed_without_response``
+                      ``committed_without_response``; ``hook_failed``: the ``on_outcome`` hook raised for the
+                      record (whose own outcome stands, and was logged as above if it is not plain success)
 ``idempotency_key``   the record's key (``None`` when the record never reached its guard, or ran unguarded)
 ``item_identifier``   what ``batchItemFailures`` names (``None`` for a guard used on its own)
 ``event_source``      the batch's :class:`~consumer.EventType` value (``sqs``, ``sqs_fifo``, ``kinesis``, ...)
@@ -51,8 +52,9 @@ KEY, ITEM, SOURCE, OUTCOME, REQUEST_ID, EXCEPTION_TYPE = (
 )
 SUMMARY = "batch_summary"
 
-#: Outcomes that are not among :class:`~consumer.Outcome`'s values: refinements of ``failed`` and ``processed``.
-LOCK_LOST, COMMITTED_WITHOUT_RESPONSE = "lock_lost", "committed_without_response"
+#: Outcomes that are not among :class:`~consumer.Outcome`'s values: refinements of ``failed`` and ``processed``;
+#: and the failure of the ``on_outcome`` hook on a record, which is no outcome of the record's.
+LOCK_LOST, COMMITTED_WITHOUT_RESPONSE, HOOK_FAILED = "lock_lost", "committed_without_response", "hook_failed"
 _REDELIVERED = "reported for redelivery"
 _ERROR_TEXT_SHOWN = 300  # characters of an exception's text in a message's one line (the traceback has it all)
 

@@ -121,20 +121,19 @@ class Reporter:
 
     @staticmethod
     def _call_hook(hook: OutcomeHook, item: Item, source: str, context: LambdaContext | None) -> None:
+        # A hook's failure is logged under an outcome of its own (hook_failed), never the record's: a query counting
+        # the records that failed, or were processed, must not count it. The record's outcome is in the message.
+        outcome = "none" if item.outcome is None else item.outcome.value
         try:
             returned: Any = hook(item)
         except Exception as e:  # noqa: BLE001 - the user's hook never changes an outcome
-            outcome = "none" if item.outcome is None else item.outcome.value
-            extra = _outcomes_log.fields(
-                outcome, key=item.key, item_identifier=item.item_id, event_source=source, context=context, error=e
-            )
             _outcomes_log.emit(
                 logging.ERROR,
                 "on_outcome hook raised for record %s (its outcome, %s, stands): %r",
                 item.item_id,
                 outcome,
                 e,
-                extra=extra,
+                extra=_hook_failed(item, source, context, e),
                 exc_info=e,
             )
             return
@@ -146,15 +145,19 @@ class Reporter:
                 logging.ERROR,
                 "on_outcome hook returned an awaitable for record %s: it is never awaited (give a plain def)",
                 item.item_id,
-                extra=_outcomes_log.fields(
-                    "none" if item.outcome is None else item.outcome.value,
-                    key=item.key,
-                    item_identifier=item.item_id,
-                    event_source=source,
-                    context=context,
-                    error=None,
-                ),
+                extra=_hook_failed(item, source, context, None),
             )
+
+
+def _hook_failed(item: Item, source: str, context: LambdaContext | None, error: Exception | None) -> dict[str, Any]:
+    return _outcomes_log.fields(
+        _outcomes_log.HOOK_FAILED,
+        key=item.key,
+        item_identifier=item.item_id,
+        event_source=source,
+        context=context,
+        error=error,
+    )
 
 
 def _log_items(items: list[Item], source: str, context: LambdaContext | None, settings: RunSettings) -> None:

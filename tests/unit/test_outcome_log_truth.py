@@ -103,3 +103,35 @@ def test_a_powertools_response_kept_without_it_is_logged_so_only_once_our_copy_i
     assert response == {"batchItemFailures": [{"itemIdentifier": "m-1"}]}
     assert not [r for r in logged.records if "kept without it" in r.getMessage()]
     assert logged.outcomes("m-1") == ["failed"]
+
+
+def test_a_hook_that_fails_is_logged_under_an_outcome_of_its_own(face, logged):
+    def handler(record):
+        if record.message_id == "m-2":
+            raise ValueError("declined")
+        return "ok"
+
+    def broken(item):
+        raise RuntimeError("tracing backend down")
+
+    processor = face.processor(EventType.SQS, store=InMemoryPersistenceLayer(), on_outcome=broken)
+    event = sqs_event(sqs_record("m-1", {}), sqs_record("m-2", {}))
+    assert face.process(event, handler, processor, FakeContext()) == {"batchItemFailures": [{"itemIdentifier": "m-2"}]}
+    # A query on outcome counts one failed record and no processed one; each hook failure is a line of its own.
+    assert (logged.outcomes("m-1"), logged.outcomes("m-2")) == (["hook_failed"], ["failed", "hook_failed"])
+    hook_lines = [r for r in logged.records if getattr(r, "outcome", None) == "hook_failed"]
+    assert [r.getMessage().split(":")[0] for r in hook_lines] == [
+        "on_outcome hook raised for record m-1 (its outcome, processed, stands)",
+        "on_outcome hook raised for record m-2 (its outcome, failed, stands)",
+    ]
+    assert all(r.exception_type == "RuntimeError" and r.levelno == logging.ERROR for r in hook_lines)
+
+
+def test_a_hook_that_returns_an_awaitable_is_logged_as_a_hook_failure(logged):
+    async def late(item):
+        return item
+
+    hook = lambda item: late(item)  # noqa: E731, PLW0108 - a plain def returning a coroutine: late itself is refused
+    processor = BatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer(), on_outcome=hook)
+    processor.process(sqs_event(sqs_record("m-1", {})), lambda record: "ok")
+    assert logged.outcomes("m-1") == ["hook_failed"]
