@@ -3,6 +3,7 @@ is not counted as a record outcome, and an interrupted batch names the exception
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 import logging
@@ -14,7 +15,14 @@ from botocore.stub import Stubber
 from events import sqs_event, sqs_record
 from fakes import FakeContext
 
-from consumer import BatchProcessor, EventType, IdempotencyConfig, IdempotencyGuard, PowertoolsCutover
+from consumer import (
+    AsyncBatchProcessor,
+    BatchProcessor,
+    EventType,
+    IdempotencyConfig,
+    IdempotencyGuard,
+    PowertoolsCutover,
+)
 from persistence import IdempotencyRecord, InMemoryPersistenceLayer, PersistenceLayerError
 
 LOGGER = logging.getLogger("idempotent_consumer")
@@ -135,3 +143,37 @@ def test_a_hook_that_returns_an_awaitable_is_logged_as_a_hook_failure(logged):
     processor = BatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer(), on_outcome=hook)
     processor.process(sqs_event(sqs_record("m-1", {})), lambda record: "ok")
     assert logged.outcomes("m-1") == ["hook_failed"]
+
+
+def interrupted_line(logged: Records) -> logging.LogRecord:
+    (line,) = [r for r in logged.records if r.getMessage().startswith("batch interrupted by")]
+    return line
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, SystemExit])
+def test_an_async_batch_a_record_stops_names_the_exception_that_leaves_the_loop(logged, stop):
+    async def handler(record):
+        if record.message_id == "m-2":
+            raise stop
+        await asyncio.sleep(0.05)
+
+    processor = AsyncBatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer())
+    with pytest.raises(stop):
+        asyncio.run(processor.process(sqs_event(sqs_record("m-1", {}), sqs_record("m-2", {})), handler))
+    line = interrupted_line(logged)
+    assert line.getMessage().startswith(f"batch interrupted by {stop.__name__} with 2 of 2 records undecided")
+    assert (line.exception_type, line.exc_info[0]) == (stop.__name__, stop)
+
+
+def test_an_async_batch_whose_invocation_is_cancelled_names_the_cancellation(logged):
+    processor = AsyncBatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer())
+
+    async def main():
+        task = asyncio.ensure_future(processor.process(sqs_event(sqs_record("m-1", {})), lambda r: asyncio.sleep(5)))
+        await asyncio.sleep(0.01)
+        task.cancel()
+        await task
+
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(main())
+    assert interrupted_line(logged).exception_type == "CancelledError"
