@@ -12,7 +12,8 @@ field                 value
                       record (whose own outcome stands, and was logged as above if it is not plain success)
 ``idempotency_key``   the record's key (``None`` when the record never reached its guard, or ran unguarded)
 ``item_identifier``   what ``batchItemFailures`` names (``None`` for a guard used on its own)
-``event_source``      the batch's :class:`~consumer.EventType` value (``sqs``, ``sqs_fifo``, ``kinesis``, ...)
+``event_source``      the batch's :class:`~consumer.EventType` value (``sqs``, ``sqs_fifo``, ``kinesis``, ``dynamodb``,
+                      ``kafka``)
 ``lambda_request_id`` the invocation's ``aws_request_id``
 ``exception_type``    the class name of the record's exception (or of why its result was not stored)
 ===================== ===============================================================================
