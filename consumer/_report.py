@@ -11,10 +11,10 @@ stopped is reported too, before it propagates: its decided records, and an ERROR
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import sys
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from consumer import _outcomes_log
@@ -57,7 +57,7 @@ def check_hook(hook: OutcomeHook | None) -> OutcomeHook | None:
     return hook
 
 
-@dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Reporter:
     """A processor's reporting options, and the report of one invocation."""
 
@@ -96,13 +96,16 @@ class Reporter:
             if interrupted is not None:
                 quiet.add(None)  # not decided: the whole batch comes back, which the summary says
             _log_items([item for item in items if item.outcome not in quiet], source, context, settings)
+        undecided = sum(1 for item in items if item.outcome is None) if interrupted is not None else 0
         if interrupted is None:
             _outcomes_log.log_summary(summary, context, any_failed=any_failed)
         else:
-            undecided = sum(1 for item in items if item.outcome is None)
             _outcomes_log.log_interrupted(summary, undecided, interrupted, context)
         if self.metrics is not None:
-            self._write_metrics(self.metrics, settings, summary, context)
+            # Undecided records come back with the whole batch, as failed ones do: Failed counts them, so that the
+            # counts add up to Records and an alarm on Failed sees an interrupted invocation.
+            counted = dataclasses.replace(summary, failed=summary.failed + undecided) if undecided else summary
+            self._write_metrics(self.metrics, settings, counted, context)
         if self.on_outcome is not None:
             for item in items:
                 if item.outcome is not None or interrupted is None:
