@@ -74,6 +74,16 @@ class AsyncBatchRun(BatchRun):
             if not worker.cancelled() and worker.exception() is not None:
                 raise worker.exception()  # type: ignore[misc]  # checked just above
 
+    def propagating(self, error: BaseException) -> BaseException:
+        """What leaves the event loop when ``error`` ended :meth:`arun`: the ``KeyboardInterrupt`` or ``SystemExit``
+        of a record, which asyncio lets out of the loop at once (the run is then cancelled), else ``error``."""  # noqa: D205, D209 - one sentence
+        if isinstance(error, asyncio.CancelledError):
+            for worker in self._workers:
+                raised = None if not worker.done() or worker.cancelled() else worker.exception()
+                if isinstance(raised, (KeyboardInterrupt, SystemExit)):
+                    return raised
+        return error
+
     async def _all_finished(self, workers: list[asyncio.Task[None]]) -> None:
         try:
             while not all(worker.done() for worker in workers):  # the list grows while we wait

@@ -1,4 +1,4 @@
-"""Operator commands: ``records list|show|delete|stuck``, ``key``, ``table create``."""
+"""Operator commands: ``records list|show|delete|stuck``, ``table create`` (``key``: :mod:`consumer._cli_key`)."""
 
 from __future__ import annotations
 
@@ -13,13 +13,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from consumer._kafka import is_kafka_event, kafka_records
-from consumer.config import IdempotencyConfig
-from consumer.keys import DEFAULT_KEY_EXPRESSIONS, default_key_expression, make_key, select
 from persistence import (
     DEFAULT_STORE_URL,
     STORE_URL_VARIABLE,
-    IdempotencyError,
     IdempotencyRecord,
     LockLostError,
     RecordStatus,
@@ -252,46 +248,6 @@ def records_delete(args: argparse.Namespace) -> int:
             "nothing deleted, try again"
         ) from e
     out(f"deleted {args.key}")
-    return EXIT_OK
-
-
-def _detect_source(event: Any) -> str:
-    if is_kafka_event(event):
-        return "kafka"
-    records = event.get("Records") if isinstance(event, dict) else None
-    if not records:
-        return "eventbridge"
-    source = str(records[0].get("eventSource", "")).removeprefix("aws:")
-    return source if source in DEFAULT_KEY_EXPRESSIONS else "sqs"
-
-
-def key_command(args: argparse.Namespace, event: Any) -> int:
-    """``key``: per record, the selected payload and the resulting key."""
-    try:
-        config = IdempotencyConfig(event_key_jmespath=args.jmespath, key_prefix=args.prefix, key_header=args.header)
-    except IdempotencyError as e:
-        raise CommandError(str(e), 2) from e
-    source = args.event_type or _detect_source(event)
-    if source == "kafka":
-        try:
-            records = kafka_records(event if isinstance(event, dict) else {})
-        except ValueError as e:
-            raise CommandError(str(e)) from e
-    else:
-        records = [event] if source == "eventbridge" else list(event.get("Records") or [])
-    if not records:
-        layout = "a 'records' object" if source == "kafka" else "a 'Records' list"
-        raise CommandError(f"the event has no records of its own for --event-type {source} ({layout} of them)")
-    for index, record in enumerate(records):
-        expression = config.key_expression or default_key_expression(record)
-        try:
-            selection = record if expression is None else select(expression, record, "event_key_jmespath")
-            key = make_key(record, config)
-        except IdempotencyError as e:
-            out(f"record {index}: {e}")
-            continue
-        out(f"record {index}: selected {json.dumps(selection, ensure_ascii=False)}")
-        out(f"  key {key}" if key is not None else "  no key: this record would run unguarded")
     return EXIT_OK
 
 

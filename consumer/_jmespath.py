@@ -19,17 +19,24 @@ class _Functions(functions.Functions):
     def _func_json_parse(self, value: str) -> Any:
         return json.loads(value)
 
+    # A decoder's error may quote the bytes it refused (gzip's "Not a gzipped file (b'SE')", UTF-8's "can't
+    # decode byte 0xff"): these are the payload's, and key errors are logged. Said by type and place instead.
+
     @functions.signature({"types": ["string"]})
     def _func_base64_decode(self, value: str) -> str:
-        return base64.b64decode(value, validate=True).decode()
+        return _text(base64.b64decode(value, validate=True))
 
     @functions.signature({"types": ["string"]})
     def _func_base64_gzip_decode(self, value: str) -> str:
+        data = base64.b64decode(value, validate=True)
         try:
-            return gzip.decompress(base64.b64decode(value, validate=True)).decode()
+            data = gzip.decompress(data)
         except (OSError, EOFError, zlib.error) as e:  # BadGzipFile is an OSError
-            msg = f"not gzip data: {e}"
-            raise ValueError(msg) from e
+            failed = type(e).__name__
+        else:
+            return _text(data)
+        msg = f"not gzip data ({failed})"
+        raise ValueError(msg)  # outside the handler: the error that quotes the bytes is not its context
 
     @functions.signature({"types": ["object"]}, {"types": ["string"]})
     def _func_header(self, record: Any, name: str) -> Any:
@@ -41,6 +48,15 @@ class _Functions(functions.Functions):
     _func_powertools_json = _func_json_parse
     _func_powertools_base64 = _func_base64_decode
     _func_powertools_base64_gzip = _func_base64_gzip_decode
+
+
+def _text(data: bytes) -> str:
+    try:
+        return data.decode()
+    except UnicodeDecodeError as e:
+        at = e.start
+    msg = f"the decoded bytes are not UTF-8 text (at byte {at})"
+    raise ValueError(msg)  # outside the handler: the error that quotes the byte is not its context
 
 
 OPTIONS = jmespath.Options(custom_functions=_Functions())

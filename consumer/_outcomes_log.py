@@ -8,10 +8,12 @@ line (so it reads well as plain text) and whose ``extra`` fields carry them for 
 field                 value
 ===================== ===============================================================================
 ``outcome``           ``failed``, ``lock_lost``, ``in_progress``, ``deferred``, ``skipped``, ``unguarded``,
-                      ``committed_without_response``
+                      ``committed_without_response``; ``hook_failed``: the ``on_outcome`` hook raised for the
+                      record (whose own outcome stands, and was logged as above if it is not plain success)
 ``idempotency_key``   the record's key (``None`` when the record never reached its guard, or ran unguarded)
 ``item_identifier``   what ``batchItemFailures`` names (``None`` for a guard used on its own)
-``event_source``      the batch's :class:`~consumer.EventType` value (``sqs``, ``sqs_fifo``, ``kinesis``, ...)
+``event_source``      the batch's :class:`~consumer.EventType` value (``sqs``, ``sqs_fifo``, ``kinesis``, ``dynamodb``,
+                      ``kafka``)
 ``lambda_request_id`` the invocation's ``aws_request_id``
 ``exception_type``    the class name of the record's exception (or of why its result was not stored)
 ===================== ===============================================================================
@@ -21,7 +23,8 @@ keys, counts and the exception (whose text is the application's own).
 
 Logging never decides an outcome: every call here swallows what a handler, filter or record factory of the
 application raises (an ``Exception``), after one line on ``stderr``. Only the guard's own warnings are logged
-while records run (a result committed without its response); the processor logs the rest once the batch ran.
+while records run (a result committed without its response, once that commit landed); the processor logs the rest
+once the batch ran.
 """
 
 from __future__ import annotations
@@ -50,8 +53,9 @@ KEY, ITEM, SOURCE, OUTCOME, REQUEST_ID, EXCEPTION_TYPE = (
 )
 SUMMARY = "batch_summary"
 
-#: Outcomes that are not among :class:`~consumer.Outcome`'s values: refinements of ``failed`` and ``processed``.
-LOCK_LOST, COMMITTED_WITHOUT_RESPONSE = "lock_lost", "committed_without_response"
+#: Outcomes that are not among :class:`~consumer.Outcome`'s values: refinements of ``failed`` and ``processed``;
+#: and the failure of the ``on_outcome`` hook on a record, which is no outcome of the record's.
+LOCK_LOST, COMMITTED_WITHOUT_RESPONSE, HOOK_FAILED = "lock_lost", "committed_without_response", "hook_failed"
 _REDELIVERED = "reported for redelivery"
 _ERROR_TEXT_SHOWN = 300  # characters of an exception's text in a message's one line (the traceback has it all)
 

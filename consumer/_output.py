@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING, Any
 from consumer._errors import IdempotencyModelTypeError, IdempotencyNoSerializationModelError, ResponseDecodeError
 from consumer._outcomes_log import log_committed_without_response
 from consumer._serde import ResultEncodingError, decode_result, encode_result
-from persistence import MAX_ITEM_BYTES
+from persistence import MAX_ITEM_BYTES, ItemTooLargeError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from consumer._context import LambdaContext
     from consumer.serialization import BaseIdempotencyModelSerializer, BaseIdempotencySerializer
-    from persistence import IdempotencyRecord, ItemTooLargeError
+    from persistence import IdempotencyRecord
 
 logger = logging.getLogger("idempotent_consumer")
 
@@ -39,7 +39,7 @@ def encode_output(result: Any, serializer: BaseIdempotencySerializer | None) -> 
         return encode_result(result)
     try:
         stored = serializer.to_dict(result)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - any failure of the serializer is this result's ResultEncodingError
         said, cause = _said(e, serializer)
         msg = f"{serializer!r}.to_dict failed on a result of type {type(result).__qualname__}: {said}"
         raise ResultEncodingError(msg) from cause
@@ -73,24 +73,28 @@ def _check_replay(result: Any, text: str, serializer: BaseIdempotencySerializer)
 def unstored(
     key: str, error: BaseException, context: LambdaContext | None, batch_record: tuple[str, str] | None
 ) -> None:
-    """Log that the result of ``key`` is committed without its response, because of ``error``.
+    """Log that the result of ``key`` was committed without its response, because of ``error``.
 
-    ``batch_record`` is ``(item identifier, event source)`` when a batch processor runs the record.
+    Called once the commit landed, never before: a commit that then fails (a lock lost, a store outage) is that
+    record's failure, logged as such, and the record was not committed at all.
+
+    Args:
+        key: The record's key.
+        error: Why the response was not stored: the result cannot be encoded (a ``ResultEncodingError``, or what
+            interrupted its encoding), or the store refused it as too large (``ItemTooLargeError``).
+        context: The invocation's context.
+        batch_record: ``(item identifier, event source)`` when a batch processor runs the record.
     """
-    cause = error if isinstance(error, ResultEncodingError) else repr(error)
-    message = "result of %r cannot be stored (%s): committing without it"
+    if isinstance(error, ItemTooLargeError):
+        message, cause = "result of %r is too large to store (%s): committed without it", str(error)
+    else:
+        message = "result of %r cannot be stored (%s): committed without it"
+        cause = str(error) if isinstance(error, ResultEncodingError) else repr(error)
     log_committed_without_response(message, key, cause, error, context, batch_record)
 
 
-def without_response(
-    complete: IdempotencyRecord,
-    error: ItemTooLargeError,
-    context: LambdaContext | None,
-    batch_record: tuple[str, str] | None,
-) -> IdempotencyRecord:
-    """``complete`` without its response, which is too large for the store (logged as :func:`unstored` is)."""
-    message = "result of %r is too large to store (%s): committing without it"
-    log_committed_without_response(message, complete.key, error, error, context, batch_record)
+def without_response(complete: IdempotencyRecord) -> IdempotencyRecord:
+    """``complete`` without its response (too large for the store): log it with :func:`unstored` once committed."""
     return dataclasses.replace(complete, response=None)
 
 

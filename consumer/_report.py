@@ -11,10 +11,10 @@ stopped is reported too, before it propagates: its decided records, and an ERROR
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import sys
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from consumer import _outcomes_log
@@ -57,7 +57,7 @@ def check_hook(hook: OutcomeHook | None) -> OutcomeHook | None:
     return hook
 
 
-@dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Reporter:
     """A processor's reporting options, and the report of one invocation."""
 
@@ -96,13 +96,16 @@ class Reporter:
             if interrupted is not None:
                 quiet.add(None)  # not decided: the whole batch comes back, which the summary says
             _log_items([item for item in items if item.outcome not in quiet], source, context, settings)
+        undecided = sum(1 for item in items if item.outcome is None) if interrupted is not None else 0
         if interrupted is None:
             _outcomes_log.log_summary(summary, context, any_failed=any_failed)
         else:
-            undecided = sum(1 for item in items if item.outcome is None)
             _outcomes_log.log_interrupted(summary, undecided, interrupted, context)
         if self.metrics is not None:
-            self._write_metrics(self.metrics, settings, summary, context)
+            # Undecided records come back with the whole batch, as failed ones do: Failed counts them, so that the
+            # counts add up to Records and an alarm on Failed sees an interrupted invocation.
+            counted = dataclasses.replace(summary, failed=summary.failed + undecided) if undecided else summary
+            self._write_metrics(self.metrics, settings, counted, context)
         if self.on_outcome is not None:
             for item in items:
                 if item.outcome is not None or interrupted is None:
@@ -121,20 +124,19 @@ class Reporter:
 
     @staticmethod
     def _call_hook(hook: OutcomeHook, item: Item, source: str, context: LambdaContext | None) -> None:
+        # A hook's failure is logged under an outcome of its own (hook_failed), never the record's: a query counting
+        # the records that failed, or were processed, must not count it. The record's outcome is in the message.
+        outcome = "none" if item.outcome is None else item.outcome.value
         try:
             returned: Any = hook(item)
         except Exception as e:  # noqa: BLE001 - the user's hook never changes an outcome
-            outcome = "none" if item.outcome is None else item.outcome.value
-            extra = _outcomes_log.fields(
-                outcome, key=item.key, item_identifier=item.item_id, event_source=source, context=context, error=e
-            )
             _outcomes_log.emit(
                 logging.ERROR,
                 "on_outcome hook raised for record %s (its outcome, %s, stands): %r",
                 item.item_id,
                 outcome,
                 e,
-                extra=extra,
+                extra=_hook_failed(item, source, context, e),
                 exc_info=e,
             )
             return
@@ -146,15 +148,19 @@ class Reporter:
                 logging.ERROR,
                 "on_outcome hook returned an awaitable for record %s: it is never awaited (give a plain def)",
                 item.item_id,
-                extra=_outcomes_log.fields(
-                    "none" if item.outcome is None else item.outcome.value,
-                    key=item.key,
-                    item_identifier=item.item_id,
-                    event_source=source,
-                    context=context,
-                    error=None,
-                ),
+                extra=_hook_failed(item, source, context, None),
             )
+
+
+def _hook_failed(item: Item, source: str, context: LambdaContext | None, error: Exception | None) -> dict[str, Any]:
+    return _outcomes_log.fields(
+        _outcomes_log.HOOK_FAILED,
+        key=item.key,
+        item_identifier=item.item_id,
+        event_source=source,
+        context=context,
+        error=error,
+    )
 
 
 def _log_items(items: list[Item], source: str, context: LambdaContext | None, settings: RunSettings) -> None:

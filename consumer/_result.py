@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from consumer._errors import InvalidResultError
-from consumer._output import encode_output, unstored
+from consumer._output import encode_output
 from consumer._serde import ResultEncodingError
 from consumer._unrun import close_unrun, unrun_parts
 
 if TYPE_CHECKING:
-    from consumer._context import LambdaContext
     from consumer.serialization import BaseIdempotencySerializer
     from persistence import IdempotencyRecord
 
@@ -49,38 +48,52 @@ def completed_record(
     expires_at: int,
     *,
     replays_with: BaseIdempotencySerializer | None,
-    context: LambdaContext | None,
-    batch_record: tuple[str, str] | None,
-) -> tuple[IdempotencyRecord, BaseException | None]:
-    """The ``COMPLETE`` record to write for ``held``, and what interrupted storing its result (raised after).
+) -> tuple[IdempotencyRecord, BaseException | None, BaseException | None]:
+    """The ``COMPLETE`` record to write for ``held``; why its result is not in it; what interrupted the storing.
 
     The body ran: whatever goes wrong encoding its result must not keep the record from committing, or the side
-    effect would run again once the lock lapses. The record is then committed without its response (logged),
-    unless the result holds work that has not run (a coroutine in a list, a map object, a Future): committing
-    it would lose that work, so it is refused instead.
+    effect would run again once the lock lapses. The record is then committed without its response (the guard
+    logs it once the commit landed: :func:`~consumer._output.unstored`), unless the result holds work that has not
+    run (a coroutine in a list, a map object, a Future): committing it would lose that work, so it is refused.
 
     A duplicate is replayed before any body runs, through the serializer the guard was entered with
     (``replays_with``): a result stored by another one, set in the body, would not replay as itself, so it is
     committed without its response too.
 
+    Returns:
+        The record; the error its response was left out for (``None`` when it holds the result); and the
+        ``BaseException`` that interrupted the encoding, to raise once the record is committed.
+
     Raises:
         InvalidResultError: ``result`` holds unrun work (the lock is not yet released).
         BaseException: One that stopped the encoding of a result holding unrun work, as it was raised.
     """
-    interrupted = None
     try:
-        response: str | None = encode_output(result, serializer)
+        response = encode_output(result, serializer)
         if serializer is not replays_with:
             raise ResultEncodingError(_SET_IN_BODY)  # noqa: TRY301 - handled as any result that cannot be stored
+        return held.completed(response, expires_at), None, None
     except Exception as e:
         unrun = unrun_parts(result)
         if unrun:
             raise refusal(held.key, result, unrun, e) from e
-        unstored(held.key, e, context, batch_record)
-        response = None
+        return held.completed(None, expires_at), e, None
     except BaseException as e:  # a KeyboardInterrupt in a serializer: the body ran, so it is committed first
         if unrun_parts(result):
             raise
-        unstored(held.key, e, context, batch_record)
-        response, interrupted = None, e
-    return held.completed(response, expires_at), interrupted
+        return held.completed(None, expires_at), e, e
+
+
+def checked_serializer(serializer: BaseIdempotencySerializer | None) -> BaseIdempotencySerializer | None:
+    """``serializer`` if it is a serializer instance (or ``None``).
+
+    Raises:
+        TypeError: A serializer class, or anything without a ``to_dict`` method.
+    """
+    if serializer is not None and (isinstance(serializer, type) or not callable(getattr(serializer, "to_dict", None))):
+        msg = (
+            f"output_serializer={serializer!r}: pass a serializer instance, such as DataclassSerializer(Receipt) "
+            "(only @idempotent_function builds one from a return annotation)"
+        )
+        raise TypeError(msg)
+    return serializer

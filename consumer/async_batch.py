@@ -203,7 +203,8 @@ class AsyncBatchProcessor(_Processor[RecordT]):
             try:
                 await run.arun()
             except BaseException as e:  # asyncio.CancelledError included; the batch comes back whole
-                self._report(settings, guard_passing, items, started, context, any_failed=True, interrupted=e)
+                stopped_by = run.propagating(e)  # a record's KeyboardInterrupt, not the cancellation it caused
+                self._report(settings, guard_passing, items, started, context, any_failed=True, interrupted=stopped_by)
                 raise
         return self._finish(settings, guard_passing, items, started, context)
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from consumer import __version__
 from consumer import _cli_records as ops
+from consumer._cli_key import key_command
 from consumer._cli_records import CommandError, out, store_url
 from consumer._shadowing import shadowing_in
 from consumer.local_context import LocalContext
@@ -204,7 +205,7 @@ def _add_key(commands: Any) -> None:
     key.add_argument(
         "--prefix", default=None, metavar="P", help="key_prefix (default $AWS_LAMBDA_FUNCTION_NAME or local)"
     )
-    key.set_defaults(action=lambda args: ops.key_command(args, _read_event(args.event)))
+    key.set_defaults(action=lambda args: key_command(args, _read_event(args.event)))
 
 
 def _add_table(commands: Any) -> None:

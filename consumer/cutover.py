@@ -40,6 +40,7 @@ from consumer._powertools import (
     powertools_payload,
 )
 from consumer._serde import encode_result
+from consumer.keys import failure_said
 from persistence import IdempotencyRecord, ItemTooLargeError, PersistenceLayerError, RecordStatus
 
 if TYPE_CHECKING:
@@ -262,7 +263,8 @@ class PowertoolsCutover:
             payload = self._payload(data)  # once: the key and the validation hash both read it
             key = self._key_of(payload)
         except Exception as e:  # noqa: BLE001 - Powertools failed on this payload too: it kept no record of it
-            logger.warning("no Powertools key for %r (%r): Powertools kept no record of it", held.key, e)
+            said = failure_said(e)  # its text may quote the payload (JMESPath's type error does): not logged
+            logger.warning("no Powertools key for %r (%s): Powertools kept no record of it", held.key, said)
             return None
         if key is None:
             return None
@@ -334,8 +336,9 @@ class PowertoolsCutover:
                 try:
                     store.complete(found)
                 except ItemTooLargeError as e:
-                    found = _without_response(found, e)
+                    found = dataclasses.replace(found, response=None)
                     store.complete(found)
+                    _kept_without_response(found, e)
                 return found
         except BaseException as e:
             _release_after(lambda: store.release(held.key, held.lease), held, e)
@@ -361,8 +364,9 @@ class PowertoolsCutover:
                 try:
                     await settled(store.complete(found))
                 except ItemTooLargeError as e:
-                    found = _without_response(found, e)
+                    found = dataclasses.replace(found, response=None)
                     await settled(store.complete(found))
+                    _kept_without_response(found, e)
                 return found
         except BaseException as e:
             future, _ = await settle(store.release(held.key, held.lease))
@@ -372,9 +376,9 @@ class PowertoolsCutover:
         return found
 
 
-def _without_response(record: IdempotencyRecord, error: ItemTooLargeError) -> IdempotencyRecord:
+def _kept_without_response(record: IdempotencyRecord, error: ItemTooLargeError) -> None:
+    """Said once the copy without its response is committed (a commit that fails is the record's failure)."""
     logger.warning("the Powertools response of %r is too large for our store (%s): kept without it", record.key, error)
-    return dataclasses.replace(record, response=None)
 
 
 def _release_after(release: Callable[[], object], held: IdempotencyRecord, error: BaseException) -> None:

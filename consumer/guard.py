@@ -17,8 +17,8 @@ from consumer._errors import (
 )
 from consumer._held import hold, in_progress_error, let_go
 from consumer._outcomes_log import log_release_failed
-from consumer._output import decode_output, without_response
-from consumer._result import completed_record, refusal
+from consumer._output import decode_output, unstored, without_response
+from consumer._result import checked_serializer, completed_record, refusal
 from consumer._unguarded import idempotency_disabled, warn_unguarded
 from consumer._unrun import PLAIN_RESULTS, never_ran
 from consumer.config import IdempotencyConfig
@@ -122,16 +122,7 @@ class IdempotencyGuard:
         self.clock = clock
         self.key_prefix = key_prefix
         self.disabled = disabled
-        if output_serializer is not None and (
-            isinstance(output_serializer, type) or not callable(getattr(output_serializer, "to_dict", None))
-        ):
-            msg = (
-                f"output_serializer={output_serializer!r}: pass a serializer instance, such as "
-                "DataclassSerializer(Receipt) (only @idempotent_function builds one from a return annotation)"
-            )
-            raise TypeError(msg)
-        self.output_serializer = output_serializer
-        self._entered_serializer = output_serializer
+        self.output_serializer = self._entered_serializer = checked_serializer(output_serializer)
         self.key: str | None = None
         self.result: Any = None
         self.release_error: IdempotencyError | None = None
@@ -142,6 +133,7 @@ class IdempotencyGuard:
         self._validation_hash: str | None = None
         self._astore: AsyncPersistenceLayer | None = None
         self._key_token: Token[str | None] | None = None
+        self._unstored: BaseException | None = None  # why the result is committed without its response
         # (item identifier, event source) when a batch processor runs this record: it logs the record's outcome.
         self._batch_record: tuple[str, str] | None = None
 
@@ -306,7 +298,7 @@ class IdempotencyGuard:
             try:
                 store.complete(complete)
             except ItemTooLargeError as e:
-                complete = without_response(complete, e, self.context, self._batch_record)
+                complete, self._unstored = without_response(complete), e
                 store.complete(complete)
             self._committed(complete)
             if failure is not None:
@@ -356,7 +348,7 @@ class IdempotencyGuard:
         done, cancelled = await settle(store.complete(complete))
         error = None if done.cancelled() else done.exception()
         if isinstance(error, ItemTooLargeError):
-            complete = without_response(complete, error, self.context, self._batch_record)
+            complete, self._unstored = without_response(complete), error
             done, again = await settle(store.complete(complete))
             cancelled = cancelled or again
             error = None if done.cancelled() else done.exception()
@@ -386,20 +378,15 @@ class IdempotencyGuard:
             return held, None, refusal(self.key, unrun, [unrun], None)
         if held is None:
             return None, None, None
+        expires_at = int(self.clock()) + self.config.expires_after_seconds
         try:
-            expires_at = int(self.clock()) + self.config.expires_after_seconds
-            return held, *completed_record(
-                held,
-                self.result,
-                self.output_serializer,
-                expires_at,
-                replays_with=self._entered_serializer,
-                context=self.context,
-                batch_record=self._batch_record,
+            complete, self._unstored, interrupted = completed_record(
+                held, self.result, self.output_serializer, expires_at, replays_with=self._entered_serializer
             )
         except InvalidResultError as refused:
             self.result = None
             return held, None, refused
+        return held, complete, interrupted
 
     def _closed(self, exc: BaseException | None, failure: BaseException | None) -> Literal[False]:
         """After a release (or with nothing held): raise what the body's exit calls for, else return False."""
@@ -419,6 +406,8 @@ class IdempotencyGuard:
         self.committed = True
         if self._cache is not None:
             self._cache.put(complete, self._now_ms())
+        if self._unstored is not None:  # said once committed: a commit that fails is the record's failure instead
+            unstored(complete.key, self._unstored, self.context, self._batch_record)
 
     def _release_failed(self, held: IdempotencyRecord, exc: BaseException | None, error: Exception) -> None:
         if not isinstance(error, IdempotencyError):  # a store of the user's raised its own error

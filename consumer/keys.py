@@ -216,6 +216,17 @@ def kafka_place(data: Any) -> str | None:
     return None
 
 
+def failure_said(error: BaseException) -> str:
+    """What a log line may say of ``error``, raised selecting from a record, without quoting the record.
+
+    JMESPath's type error holds the value it was given (the payload) in its text: it is said by its function and
+    types (``powertools_json() takes string, got object``). Any other error is said by its type alone.
+    """
+    if isinstance(error, JMESPathTypeError):
+        return f"{error.function_name}() takes {', '.join(error.expected_types)}, got {error.actual_type}"
+    return type(error).__name__
+
+
 def select(expression: ParsedResult, data: Any, what: str) -> Any:
     """Evaluate ``expression`` on ``data``; a failure (bad JSON, bad base64) is an ``IdempotencyKeyError``."""
     try:
@@ -223,10 +234,7 @@ def select(expression: ParsedResult, data: Any, what: str) -> Any:
     except JMESPathTypeError as e:
         # Its text, and so a traceback showing it as the cause, holds the value it was given: the payload.
         # Name the function and the types only, and leave the cause out of the chain.
-        message = (
-            f"{what} {expression.expression!r} failed on {kafka_place(data) or 'the record'}: "
-            f"{e.function_name}() takes {', '.join(e.expected_types)}, got {e.actual_type}"
-        )
+        message = f"{what} {expression.expression!r} failed on {kafka_place(data) or 'the record'}: {failure_said(e)}"
         raise IdempotencyKeyError(message) from None
     except (ValueError, TypeError, UnicodeDecodeError) as e:
         where = kafka_place(data) or "the record"
@@ -245,24 +253,36 @@ def make_key(data: Any, config: IdempotencyConfig, prefix: str | None = None) ->
         IdempotencyKeyError: The expression failed, the selection is not serializable, or it is empty
             and ``config.raise_on_no_idempotency_key`` is set.
     """
-    data, expression = _selected_from(data, config)
-    selection = data if expression is None else select(expression, data, "event_key_jmespath")
-    if is_missing(selection) and config.key_header is not None and not config.raise_on_no_idempotency_key:
-        # No producer key on this record: its own id still keys it, so a redelivery replays rather than runs again.
-        own_id = default_key_expression(data)
-        selection = None if own_id is None else select(own_id, data, "the record's own id")
+    selection, _ = key_selection(data, config)
     if is_missing(selection):
         if config.raise_on_no_idempotency_key:
-            where = "the record" if expression is None else f"{expression.expression!r}"
-            place = kafka_place(data)
-            on = f" on {place}" if place else ""
-            raise IdempotencyKeyError(f"no idempotency key: {where} selected nothing{on}")
+            raise _no_key(data, config)
         return None
     try:
         digest = hash_value(selection, config.hash_function)
     except Exception as e:  # any failure of a user-made value is a key error naming it
         raise IdempotencyKeyError(f"the idempotency key selection cannot be serialized: {e!r}") from e
     return f"{prefix or config.prefix}#{digest}"
+
+
+def key_selection(data: Any, config: IdempotencyConfig) -> tuple[Any, bool]:
+    """What the key of ``data`` hashes, and whether it is the record's own id in place of a missing header.
+
+    The selection is ``config``'s expression's, the whole record for ``event_key_jmespath=""``, or the record's own
+    id by default, selected from ``data`` as JMESPath sees it (dataclasses, models and typed records as their
+    fields). With ``key_header``, a record without that header is keyed by its own id (the second value is then
+    true), so that a redelivery still replays. A selection that :func:`is_missing` makes no key.
+
+    Raises:
+        IdempotencyKeyError: The expression failed on ``data``.
+    """
+    data, expression = _selected_from(data, config)
+    selection = data if expression is None else select(expression, data, "event_key_jmespath")
+    if is_missing(selection) and config.key_header is not None and not config.raise_on_no_idempotency_key:
+        # No producer key on this record: its own id still keys it, so a redelivery replays rather than runs again.
+        own_id = default_key_expression(data)
+        return (None if own_id is None else select(own_id, data, "the record's own id")), True
+    return selection, False
 
 
 def _selected_from(data: Any, config: IdempotencyConfig) -> tuple[Any, ParsedResult | None]:
@@ -272,6 +292,14 @@ def _selected_from(data: Any, config: IdempotencyConfig) -> tuple[Any, ParsedRes
         data = selectable(data, None)
         expression = default_key_expression(data)
     return selectable(data, expression), expression
+
+
+def _no_key(data: Any, config: IdempotencyConfig) -> IdempotencyKeyError:
+    data, expression = _selected_from(data, config)
+    where = "the record" if expression is None else f"{expression.expression!r}"
+    place = kafka_place(data)
+    on = f" on {place}" if place else ""
+    return IdempotencyKeyError(f"no idempotency key: {where} selected nothing{on}")
 
 
 def payload_hash(data: Any, config: IdempotencyConfig) -> str | None:

@@ -57,7 +57,8 @@ METRICS: dict[str, tuple[str, str]] = {
 }
 _TRUE = frozenset(("1", "true", "yes", "y", "on"))
 _FALSE = frozenset(("", "0", "false", "no", "n", "off"))
-# CloudWatch namespaces: 1-255 of these characters, and never AWS's own ("AWS/...").
+# CloudWatch namespaces: 1-255 of these characters, not starting with ":" (its pattern [^:].*), not only spaces
+# (at least one non-whitespace character), and never AWS's own ("AWS/...").
 _NAMESPACE = re.compile(r"[0-9A-Za-z.\-_/#: ]{1,255}")
 # CloudWatch dimension values: 1-1024 ASCII characters, no control characters, not only whitespace.
 _DIMENSION_VALUE = re.compile(r"(?=.*[^ ])[\x20-\x7e]{1,1024}")
@@ -68,7 +69,8 @@ class Metrics:
     """Where a batch processor's EMF metrics go.
 
     Attributes:
-        namespace: The CloudWatch namespace (1-255 letters, digits, spaces and ``. - _ / # :``; not ``AWS/...``).
+        namespace: The CloudWatch namespace: 1-255 letters, digits, spaces and ``. - _ / # :``, not starting with
+            ``:``, not only spaces, and not ``AWS/...``.
         function_name: The ``FunctionName`` dimension; by default the Lambda context's ``function_name``, else
             ``AWS_LAMBDA_FUNCTION_NAME``, else ``"local"``.
     """
@@ -82,11 +84,7 @@ class Metrics:
         Raises:
             ValueError: The namespace or the function name is not usable.
         """
-        if not isinstance(self.namespace, str) or not _NAMESPACE.fullmatch(self.namespace):
-            msg = f"metrics namespace {self.namespace!r}: use 1-255 letters, digits, spaces or . - _ / # :"
-            raise ValueError(msg)
-        if self.namespace.startswith("AWS/"):
-            raise ValueError(f"metrics namespace {self.namespace!r}: names starting with AWS/ are AWS's own")
+        _check_namespace(self.namespace)
         if self.function_name is not None and not _is_dimension_value(self.function_name):
             msg = f"function_name {self.function_name!r}: a dimension value is 1-1024 printable ASCII characters"
             raise ValueError(msg)
@@ -116,6 +114,24 @@ class Metrics:
         except ValueError as e:
             logger.warning("%s: %s; using %r", NAMESPACE_VARIABLE, e, DEFAULT_NAMESPACE)
             return cls()
+
+
+def _check_namespace(namespace: object) -> None:
+    """Refuse a namespace CloudWatch refuses, naming the rule it breaks.
+
+    Raises:
+        ValueError: ``namespace`` breaks one of CloudWatch's rules.
+    """
+    if not isinstance(namespace, str) or not _NAMESPACE.fullmatch(namespace):
+        raise ValueError(f"metrics namespace {namespace!r}: use 1-255 letters, digits, spaces or . - _ / # :")
+    if namespace.isspace():
+        raise ValueError(
+            f"metrics namespace {namespace!r}: CloudWatch needs at least one character that is not a space"
+        )
+    if namespace.startswith(":"):
+        raise ValueError(f"metrics namespace {namespace!r}: CloudWatch refuses a namespace starting with ':'")
+    if namespace.startswith("AWS/"):
+        raise ValueError(f"metrics namespace {namespace!r}: names starting with AWS/ are AWS's own")
 
 
 def resolve(option: Metrics | bool | None) -> Metrics | None:

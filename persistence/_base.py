@@ -133,7 +133,9 @@ def _missing(name: str) -> ValueError:
 
 def _text(name: str, value: object) -> str:
     if not isinstance(value, str):
-        raise _missing(name) if value is None else TypeError(f"{name} is not text: {value!r}")
+        # A stored response is the application's data: named by its type, never quoted (this error is logged).
+        shown = f"a value of type {type(value).__name__}" if name == "response" else repr(value)
+        raise _missing(name) if value is None else TypeError(f"{name} is not text: {shown}")
     return value
 
 

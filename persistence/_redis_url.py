@@ -8,6 +8,7 @@ every connection with a ``TypeError``). Messages show the URL without its passwo
 from __future__ import annotations
 
 import inspect
+import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -19,6 +20,7 @@ RETRIES, RETRY_BASE_SECONDS, RETRY_CAP_SECONDS = 10, 0.01, 1.0
 _FLAGS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
 _SCHEMES = {"redis": "redis", "valkey": "redis", "rediss": "rediss", "valkeys": "rediss"}
 _STORE_FLAGS = ("cluster", "allow_eviction")
+_PASSWORD_OPTION = re.compile(r"(?P<name>[?&]password=)[^&#]*", re.IGNORECASE)  # redis-py takes one in the query
 _MISSING_CLIENT = (
     "the Redis store needs redis-py to build a client from a URL: pip install 'idempotent-consumer[redis]'"
 )
@@ -40,13 +42,33 @@ class RedisURL:
 
 
 def redacted(url: str) -> str:
-    """``url`` with its password replaced by ``***``, for messages."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user, _, host = parts.netloc.rpartition("@")
-    name = user.partition(":")[0]
-    return urlunsplit(parts._replace(netloc=f"{name}:***@{host}"))
+    """``url`` with its passwords replaced by ``***``, for messages: any text, a URL or not.
+
+    The password of its authority (``redis://user:***@host``), also in text that does not parse as a URL (a
+    typo: ``rediss//:***@host``, a password holding a ``/``), and a ``password`` option (``?password=***``).
+    """
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:  # not a URL at all (an unbalanced "[" in the host): masked as text, below
+        password = None
+    if password is not None:
+        user, _, host = parts.netloc.rpartition("@")
+        url = urlunsplit(parts._replace(netloc=f"{user.partition(':')[0]}:***@{host}"))
+    else:
+        url = _masked_userinfo(url)
+    return _PASSWORD_OPTION.sub(r"\g<name>***", url)
+
+
+def _masked_userinfo(text: str) -> str:
+    """``text`` with what lies between the ``:`` after its user name and its last ``@`` masked.
+
+    The user name starts after the first ``//`` (or at the start): the password may hold ``/``, ``//`` or ``@``.
+    """
+    at = text.rfind("@")
+    slashes = text.find("//", 0, max(at, 0))
+    colon = text.find(":", 0 if slashes < 0 else slashes + 2, max(at, 0))
+    return text if at < 0 or colon < 0 else f"{text[: colon + 1]}***{text[at:]}"
 
 
 def parse_url(url: str) -> RedisURL:

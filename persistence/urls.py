@@ -6,6 +6,7 @@ import os
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit
 
+from persistence._redis_url import redacted
 from persistence.dynamodb import DynamoDBPersistenceLayer
 from persistence.memory import InMemoryPersistenceLayer
 from persistence.sqlite import DEFAULT_PATH, SQLitePersistenceLayer
@@ -17,7 +18,8 @@ if TYPE_CHECKING:
 STORE_URL_VARIABLE = "IDEMPOTENCY_STORE_URL"
 DEFAULT_STORE_URL = f"sqlite:///{DEFAULT_PATH}"
 _DYNAMODB_OPTIONS = {"sort_key_attr", "static_pk_value", "key_attr"}
-_REDIS_SCHEMES = {"redis", "rediss", "valkey", "valkeys"}
+_REDIS_SCHEMES = ("redis", "rediss", "valkey", "valkeys")
+_SCHEMES = ("sqlite", "memory", "dynamodb", *_REDIS_SCHEMES)
 
 
 def store_from_url(url: str | None = None) -> PersistenceLayer:
@@ -31,7 +33,8 @@ def store_from_url(url: str | None = None) -> PersistenceLayer:
             ``IDEMPOTENCY_STORE_URL`` environment variable, else ``sqlite:///.idempotency.sqlite3``.
 
     Raises:
-        ValueError: The URL names no store this library has, or has options it does not know.
+        ValueError: The URL names no store this library has, or has options it does not know. The message shows
+            the URL with its password masked (``redis://:***@host``), even when the URL does not parse.
 
     Example:
         >>> store_from_url("memory://").__class__.__name__
@@ -46,22 +49,25 @@ def store_from_url(url: str | None = None) -> PersistenceLayer:
     if parts.scheme == "sqlite":
         path = parts.path.removeprefix("/")
         if not path:
-            raise ValueError(f"store URL {url!r} names no file: use sqlite:///relative/path or sqlite:////abs/path")
+            raise ValueError(
+                f"store URL {redacted(url)!r} names no file: use sqlite:///relative/path or sqlite:////abs/path"
+            )
         return SQLitePersistenceLayer(path)
     if parts.scheme == "dynamodb":
         return _dynamodb(url, parts.netloc, parse_qs(parts.query))
     if parts.scheme in _REDIS_SCHEMES:
         return _redis(url)
-    raise ValueError(f"store URL {url!r}: the scheme must be sqlite, memory, dynamodb, redis, rediss or valkey")
+    schemes = f"{', '.join(_SCHEMES[:-1])} or {_SCHEMES[-1]}"
+    raise ValueError(f"store URL {redacted(url)!r}: the scheme must be {schemes}")
 
 
 def _dynamodb(url: str, table: str, query: dict[str, list[str]]) -> DynamoDBPersistenceLayer:
     if not table:
-        raise ValueError(f"store URL {url!r} names no table: use dynamodb://TABLE")
+        raise ValueError(f"store URL {redacted(url)!r} names no table: use dynamodb://TABLE")
     options = {name: values[-1] for name, values in query.items()}
     unknown = set(options) - _DYNAMODB_OPTIONS - {"endpoint_url", "region"}
     if unknown:
-        raise ValueError(f"store URL {url!r}: unknown options {sorted(unknown)}")
+        raise ValueError(f"store URL {redacted(url)!r}: unknown options {sorted(unknown)}")
     endpoint_url, region = options.pop("endpoint_url", None), options.pop("region", None)
     client = None
     if endpoint_url or region:

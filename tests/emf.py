@@ -96,7 +96,12 @@ def validate(document: Any) -> None:
         _require(isinstance(directive, dict), "CloudWatchMetrics: each element MUST be a MetricDirective object")
         for member in ("Namespace", "Dimensions", "Metrics"):
             _require(member in directive, f"MetricDirective: MUST contain {member}")
-        _require(_is_name(directive["Namespace"]), "MetricDirective: Namespace MUST be a string of 1-255 characters")
+        namespace = directive["Namespace"]
+        _require(_is_name(namespace), "MetricDirective: Namespace MUST be a string of 1-255 characters")
+        _require(  # CloudWatch's Namespace type; a document breaking it is dropped without an error
+            not namespace.isspace() and not namespace.startswith(":"),
+            "Namespace: matches [^:].* and has at least one non-whitespace character",
+        )
         dimension_sets = directive["Dimensions"]
         _require(
             isinstance(dimension_sets, list) and len(dimension_sets) >= 1,

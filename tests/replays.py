@@ -52,5 +52,5 @@ def assert_committed_without_response(delivered: Delivered, why: str) -> None:
     assert delivered.response is None
     assert delivered.replayed is None
     assert "cannot be stored" in delivered.log
-    assert "committing without it" in delivered.log
+    assert "committed without it" in delivered.log
     assert why in delivered.log

@@ -424,7 +424,7 @@ def test_a_record_that_cannot_be_keyed_fails_alone_naming_its_place_and_why():
     assert kafka_failures(processor.process(event, lambda record: None)) == [("t-0", 1), ("t-0", 2)]
     failed = processor.items[0]
     assert (failed.outcome, type(failed.error)) == (Outcome.FAILED, IdempotencyKeyError)
-    assert "failed on Kafka record t-0@1: 'utf-8' codec can't decode" in str(failed.error)
+    assert "failed on Kafka record t-0@1: the decoded bytes are not UTF-8 text (at byte 0)" in str(failed.error)
     strict = IdempotencyConfig(key_header="Idempotency-Key", raise_on_no_idempotency_key=True)
     with pytest.raises(IdempotencyKeyError, match=r"selected nothing on Kafka record t-0@7$"):
         make_key(kafka_record("t", 0, 7, {}), strict)

@@ -50,6 +50,8 @@ BROKEN = {
     "no timestamp": lambda d: d["_aws"].pop("Timestamp"),
     "directives not an array": lambda d: d["_aws"].update(CloudWatchMetrics={}),
     "empty namespace": lambda d: directive(d).update(Namespace=""),
+    "a namespace of spaces": lambda d: directive(d).update(Namespace="   "),
+    "a namespace starting with a colon": lambda d: directive(d).update(Namespace=":orders"),
     "no namespace": lambda d: directive(d).pop("Namespace"),
     "dimensions not sets": lambda d: directive(d).update(Dimensions=["functionVersion"]),
     "a dimension not at the root": lambda d: d.pop("functionVersion"),
@@ -154,7 +156,13 @@ def test_the_environment_turns_metrics_on_and_names_the_namespace(monkeypatch, c
 
 
 @pytest.mark.parametrize(
-    ("variable", "value"), [("IDEMPOTENCY_METRICS", "sure"), ("IDEMPOTENCY_METRICS_NAMESPACE", "AWS/Lambda")]
+    ("variable", "value"),
+    [
+        ("IDEMPOTENCY_METRICS", "sure"),
+        ("IDEMPOTENCY_METRICS_NAMESPACE", "AWS/Lambda"),
+        ("IDEMPOTENCY_METRICS_NAMESPACE", "  "),
+        ("IDEMPOTENCY_METRICS_NAMESPACE", ":orders"),
+    ],
 )
 def test_an_unusable_environment_value_warns_and_never_stops_the_function(monkeypatch, caplog, capsys, variable, value):
     monkeypatch.setenv("IDEMPOTENCY_METRICS", "1")
@@ -180,6 +188,11 @@ def test_the_metrics_config_is_a_frozen_slotted_dataclass_checked_when_built():
     for namespace in ("", "AWS/Lambda", "x" * 256, "orders|payments"):
         with pytest.raises(ValueError, match="namespace"):
             Metrics(namespace=namespace)
+    with pytest.raises(ValueError, match="at least one character that is not a space"):
+        Metrics(namespace="   ")
+    with pytest.raises(ValueError, match="refuses a namespace starting with ':'"):
+        Metrics(namespace=":orders")
+    assert Metrics(namespace=" orders: v2").namespace == " orders: v2"  # [^:].*, not only spaces: accepted
     for unusable in ("", " ", "orders\nrefunds", "commandes-réglées", "x" * 1025, 42):
         with pytest.raises(ValueError, match="function_name"):
             Metrics(function_name=unusable)  # type: ignore[arg-type]

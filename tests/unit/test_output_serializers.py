@@ -653,7 +653,7 @@ def test_a_stored_response_that_no_longer_fits_fails_naming_the_key_and_never_ru
     assert record.key in str(error)
     assert "DataclassSerializer(OrderV2)" in str(error)
     assert "has no field 'by_sku', 'gift', 'lines'" in str(error)
-    assert isinstance(error.__cause__, TypeError)
+    assert error.__cause__ is None  # said by type and place; the serializer's error may quote the stored value
     assert error.existing_record == record
     assert record.status is RecordStatus.COMPLETE  # still done: the fix is a model that reads it, or a delete
     assert runs == ["o-1"]
@@ -682,7 +682,8 @@ def test_a_stored_response_that_fails_validation_fails_its_record_in_a_batch():
     assert processor.process(event, handler) == {"batchItemFailures": [{"itemIdentifier": "m-1"}]}
     failed, succeeded = processor.items
     assert isinstance(failed.error, ResponseDecodeError)
-    assert isinstance(failed.error.__cause__, pydantic.ValidationError)
+    assert failed.error.__cause__ is None  # the ValidationError quotes the stored value (input_value='thirty')
+    assert "amount: Input should be a valid decimal" in str(failed.error)
     assert store.get(failed.error.key).status is RecordStatus.COMPLETE
     assert succeeded.result == a_receipt("o-2")
     assert runs == ["m-1", "m-2"]  # the handler ran; charge's body did not run again for o-1

@@ -306,7 +306,7 @@ def test_an_unstorable_result_warning_names_the_key_and_the_encoding_error(store
     with caplog.at_level(logging.WARNING, LOGGER), guard:
         guard.result = object()
     (warning,) = messages(caplog)
-    pattern = rf"result of {re.escape(repr(guard.key))} cannot be stored \((.+)\): committing without it"
+    pattern = rf"result of {re.escape(repr(guard.key))} cannot be stored \((.+)\): committed without it"
     found = re.fullmatch(pattern, warning)
     assert found is not None
     assert found.group(1) != "None"
@@ -319,7 +319,7 @@ def test_a_too_large_result_warning_names_the_key_and_the_size_error(store, capl
     with caplog.at_level(logging.WARNING, LOGGER), guard:
         guard.result = "x" * MAX_ITEM_BYTES
     (warning,) = messages(caplog)
-    pattern = rf"result of {re.escape(repr(guard.key))} is too large to store \((.+)\): committing without it"
+    pattern = rf"result of {re.escape(repr(guard.key))} is too large to store \((.+)\): committed without it"
     found = re.fullmatch(pattern, warning)
     assert found is not None
     assert found.group(1) != "None"
@@ -720,7 +720,7 @@ def test_a_stored_item_decodes_numbers_given_as_text_and_an_absent_lease_as_empt
         ({"expires_at": True}, "expires_at is not a whole number: True"),
         ({"in_progress_expires_at": "later"}, "in_progress_expires_at is not a whole number: 'later'"),
         ({"lease": 7}, "lease is not text: 7"),
-        ({"response": 7}, "response is not text: 7"),
+        ({"response": 7}, "response is not text: a value of type int"),  # the application's data: never quoted
         ({"payload_hash": 7}, "payload_hash is not text: 7"),
     ],
 )

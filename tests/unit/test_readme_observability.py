@@ -147,3 +147,8 @@ def test_the_readme_shows_the_alarm_template_yaml_deploys():
     start = template.index("  OrdersStuckRecordsAlarm:\n")
     alarm = template[start : template.index("\n  #", start) + 1]
     assert f"```yaml\n{alarm}```" in README.read_text()
+
+
+def test_the_readme_names_every_event_source_value_a_log_record_carries():
+    listed = re.search(r"`event_source` \(([^)]*)\)", README.read_text()).group(1)
+    assert {value.strip(" `") for value in listed.split(",")} == {source.value for source in EventType}

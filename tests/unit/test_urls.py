@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from concurrent.futures import ThreadPoolExecutor
 from threading import Barrier
 
 import pytest
 
+from consumer.cli import main
 from persistence import (
     DynamoDBPersistenceLayer,
     InMemoryPersistenceLayer,
@@ -41,7 +43,7 @@ def test_dynamodb_url_options():
 @pytest.mark.parametrize(
     ("url", "message"),
     [
-        ("memcached://localhost", "the scheme must be sqlite, memory, dynamodb, redis, rediss or valkey"),
+        ("memcached://localhost", "the scheme must be sqlite, memory, dynamodb, redis, rediss, valkey or valkeys$"),
         ("sqlite://", "names no file"),
         ("dynamodb://", "names no table"),
         ("dynamodb://T?colour=red", "unknown options \\['colour'\\]"),
@@ -90,6 +92,24 @@ def test_a_redis_option_nobody_knows_is_refused_when_built_without_showing_the_p
             build(url)
         assert "s3cret" not in str(caught.value)
         assert "app:***@127.0.0.1:1" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("redis+sentinel://:hunter2@cache:6379/0", "redis+sentinel://:***@cache:6379/0"),  # a scheme we lack
+        ("rediss//:hunter2@cache:6379", "rediss//:***@cache:6379"),  # a typo: not a URL at all
+        ("redis://app:hun/ter2@cache:6379?bogus=1", "redis://app:***@cache:6379?bogus=1"),  # "/" in a password
+        ("dynamodb://?password=hunter2", "dynamodb://?password=***"),
+        ("redis://cache:6379/0?password=hunter2&socket_timeot=2", "redis://cache:6379/0?password=***&socket_timeot=2"),
+    ],
+)
+def test_a_url_that_names_no_store_is_refused_without_showing_its_password(url, shown, capsys):
+    with pytest.raises(ValueError, match=re.escape(repr(shown))) as caught:
+        store_from_url(url)
+    assert "hunter2" not in str(caught.value)
+    assert main(["records", "list", "--store", url]) == 2  # the CLI's --store says the same, in one line
+    assert capsys.readouterr().err == f"idempotent-consumer: {caught.value}\n"
 
 
 def test_redis_connection_options_and_the_stores_own_flags_are_accepted():

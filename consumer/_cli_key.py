@@ -1,0 +1,110 @@
+"""``idempotent-consumer key``: what each record of an event selects, and the key it gets, before deploying."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from consumer._cli_records import EXIT_OK, CommandError, out
+from consumer._kafka import is_kafka_event, kafka_records
+from consumer.config import IdempotencyConfig
+from consumer.keys import DEFAULT_KEY_EXPRESSIONS, key_selection, make_key
+from persistence import IdempotencyError
+
+if TYPE_CHECKING:
+    import argparse
+
+EXIT_USAGE = 2
+
+
+def key_command(args: argparse.Namespace, event: Any) -> int:
+    """``key``: per record, what its key hashes and the key.
+
+    What is shown is what is hashed: the whole record for ``--jmespath ''``; with ``--header``, a record without
+    that header is keyed by its own id, which the line says. A record the key expression fails on is one line
+    naming the error, as is a record that is not an object.
+
+    Raises:
+        CommandError: The options do not make a config (exit 2), or the event has no records of the source.
+    """
+    try:
+        config = IdempotencyConfig(event_key_jmespath=args.jmespath, key_prefix=args.prefix, key_header=args.header)
+    except IdempotencyError as e:
+        raise CommandError(str(e), EXIT_USAGE) from e
+    for index, record in enumerate(_records(event, args.event_type)):
+        if not isinstance(record, Mapping):
+            out(f"record {index}: not a record: a JSON {_json_type(record)}, where an object is expected")
+            continue
+        try:
+            selection, own_id = key_selection(record, config)  # what make_key hashes
+            key = make_key(record, config)
+        except IdempotencyError as e:
+            out(f"record {index}: {e}")
+            continue
+        if own_id:
+            out(f"record {index}: no header {args.header!r}: its own id selected {shown(selection)}")
+        else:
+            out(f"record {index}: selected {shown(selection)}")
+        out(f"  key {key}" if key is not None else "  no key: this record would run unguarded")
+    return EXIT_OK
+
+
+def shown(selection: Any) -> str:
+    """What a key hashes, as JSON; bytes (a header that is not UTF-8, keyed as bytes) in hexadecimal.
+
+    A whole selection of bytes reads ``bytes ff12... (not UTF-8)``; bytes inside one (``[header(@, 'k'), topic]``)
+    ``"<bytes ff12...>"``.
+    """
+    if isinstance(selection, bytes):
+        return f"bytes {selection.hex()} (not UTF-8)"
+    return json.dumps(selection, ensure_ascii=False, default=_hex)
+
+
+def _hex(value: object) -> str:
+    return f"<bytes {value.hex()}>" if isinstance(value, bytes) else str(value)
+
+
+def _records(event: Any, event_type: str | None) -> list[Any]:
+    """The records of ``event`` as ``event_type`` (default: detected) lays them out.
+
+    Raises:
+        CommandError: ``event`` is not an object, its records are not a list (an object of lists for Kafka), or
+            it has none.
+    """
+    if not isinstance(event, Mapping):
+        raise CommandError(f"the event is a JSON {_json_type(event)}: an event is an object")
+    source = event_type or _detect_source(event)
+    if source == "kafka":
+        try:
+            records = kafka_records(event)
+        except ValueError as e:
+            raise CommandError(str(e)) from e
+    elif source == "eventbridge":
+        records = [event]
+    else:
+        listed = event.get("Records")
+        if listed is not None and not isinstance(listed, list):
+            raise CommandError(f"the event's 'Records' is a JSON {_json_type(listed)}: a list of records is expected")
+        records = listed or []
+    if not records:
+        layout = "a 'records' object" if source == "kafka" else "a 'Records' list"
+        raise CommandError(f"the event has no records of its own for --event-type {source} ({layout} of them)")
+    return records
+
+
+def _detect_source(event: Mapping[str, Any]) -> str:
+    if is_kafka_event(event):
+        return "kafka"
+    records = event.get("Records")
+    if not records:
+        return "eventbridge"
+    first = records[0] if isinstance(records, list) else None
+    source = str(first.get("eventSource", "")).removeprefix("aws:") if isinstance(first, Mapping) else ""
+    return source if source in DEFAULT_KEY_EXPRESSIONS else "sqs"
+
+
+def _json_type(value: object) -> str:
+    """The JSON name of ``value``'s type (what the event file holds)."""
+    names = {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)

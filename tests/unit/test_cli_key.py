@@ -1,0 +1,115 @@
+"""``idempotent-consumer key``: each record's key as a consumer gives it, and what that key hashes, in words."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+from events import kafka_event, kafka_record, sqs_event, sqs_record
+
+from consumer import BatchProcessor, EventType, IdempotencyConfig
+from consumer.cli import main
+from consumer.keys import hash_value
+from persistence import InMemoryPersistenceLayer
+
+BODY_ID = "powertools_json(body).order_id"
+BINARY_KEY = uuid.UUID("ff123456-789a-bcde-f012-3456789abcde").bytes  # a producer's UUID key: not UTF-8
+
+
+def key_lines(tmp_path, capsys, event, *options):
+    """What ``key --event FILE *options`` prints, line by line, and its exit code."""
+    path = tmp_path / "event.json"
+    path.write_text(json.dumps(event))
+    code = main(["key", "--event", str(path), *options])
+    captured = capsys.readouterr()
+    assert not captured.err
+    return code, captured.out.splitlines()
+
+
+def consumer_keys(event_type, event, config):
+    """The keys a batch processor gives the event's records, in order."""
+    processor = BatchProcessor(event_type, store=InMemoryPersistenceLayer(), config=config)
+    processor.process(event, lambda record: None)
+    return [item.key for item in processor.items]
+
+
+def test_a_binary_kafka_header_prints_its_bytes_and_every_records_key(tmp_path, capsys):
+    event = kafka_event(
+        kafka_record("orders", 0, 7, {}, headers=[("Idempotency-Key", BINARY_KEY)]),
+        kafka_record("orders", 0, 8, {}, headers=[("Idempotency-Key", b"k-1")]),
+    )
+    code, lines = key_lines(tmp_path, capsys, event, "--header", "Idempotency-Key")
+    keys = consumer_keys(EventType.KAFKA, event, IdempotencyConfig(key_header="Idempotency-Key"))
+    assert code == 0
+    assert lines == [
+        "record 0: selected bytes ff123456789abcdef0123456789abcde (not UTF-8)",
+        f"  key {keys[0]}",
+        'record 1: selected "k-1"',
+        f"  key {keys[1]}",
+    ]
+
+
+def test_a_binary_header_inside_a_selection_is_shown_in_hexadecimal(tmp_path, capsys):
+    event = kafka_event(kafka_record("orders", 0, 7, {}, headers=[("Idempotency-Key", BINARY_KEY)]))
+    expression = "[header(@, 'Idempotency-Key'), topic]"
+    code, lines = key_lines(tmp_path, capsys, event, "--jmespath", expression)
+    assert code == 0
+    assert lines[0] == 'record 0: selected ["<bytes ff123456789abcdef0123456789abcde>", "orders"]'
+
+
+@pytest.mark.parametrize("event_type", [None, "sqs"])
+def test_an_sqs_event_keys_each_record_by_its_message_id(tmp_path, capsys, event_type):
+    event = sqs_event(sqs_record("m-1", {"order_id": "o-1"}))
+    options = [] if event_type is None else ["--event-type", event_type]
+    code, lines = key_lines(tmp_path, capsys, event, *options)
+    assert (code, lines) == (0, ['record 0: selected "m-1"', f"  key {consumer_keys(EventType.SQS, event, None)[0]}"])
+
+
+def hashes_to(selected: str, key_line: str) -> bool:
+    """Whether the JSON a ``selected`` line shows is what the key on the next line hashes."""
+    digest = key_line.removeprefix("  key ").partition("#")[2]
+    return hash_value(json.loads(selected), IdempotencyConfig().hash_function) == digest
+
+
+@pytest.mark.parametrize(
+    ("options", "config", "selected"),
+    [
+        ([], None, 'record 0: selected "m-1"'),
+        (["--jmespath", BODY_ID], IdempotencyConfig(event_key_jmespath=BODY_ID), 'record 0: selected "o-1"'),
+        (["--jmespath", ""], IdempotencyConfig(event_key_jmespath=""), "record 0: selected {"),  # the whole record
+        (["--header", "Idempotency-Key"], IdempotencyConfig(key_header="Idempotency-Key"),
+         "record 0: no header 'Idempotency-Key': its own id selected \"m-1\""),
+    ],
+    ids=["default", "expression", "whole-record", "header-absent"],
+)  # fmt: skip
+def test_what_is_shown_as_selected_is_what_the_key_hashes(tmp_path, capsys, options, config, selected):
+    event = {"Records": [{"messageId": "m-1", "body": '{"order_id": "o-1"}', "eventSource": "aws:sqs"}]}
+    code, (shown, key_line) = key_lines(tmp_path, capsys, event, *options)
+    assert code == 0
+    assert shown.startswith(selected)
+    assert hashes_to(shown.partition(" selected ")[2], key_line)
+    assert key_line == f"  key {consumer_keys(EventType.SQS, event, config)[0]}"
+
+
+@pytest.mark.parametrize(
+    ("event", "said"),
+    [
+        ({"Records": "abc"}, "the event's 'Records' is a JSON string: a list of records is expected"),
+        ([1, 2], "the event is a JSON array: an event is an object"),
+    ],
+)
+def test_an_event_of_the_wrong_shape_is_one_line_naming_what_is_wrong(tmp_path, capsys, event, said):
+    path = tmp_path / "event.json"
+    path.write_text(json.dumps(event))
+    assert main(["key", "--event", str(path)]) == 1
+    assert capsys.readouterr().err == f"idempotent-consumer: {said}\n"
+
+
+def test_a_record_that_is_not_an_object_is_one_line_and_the_others_are_keyed(tmp_path, capsys):
+    code, lines = key_lines(tmp_path, capsys, {"Records": [1, {"messageId": "m-1"}]})
+    assert code == 0
+    assert lines[:2] == [
+        "record 0: not a record: a JSON number, where an object is expected",
+        'record 1: selected "m-1"',
+    ]
