@@ -69,6 +69,16 @@ class NestedReplayError(IdempotencyError):
     ``COMPLETE`` record, and ``__cause__`` the nested :class:`AlreadyProcessed`.
     """
 
+    @classmethod
+    def escaping(cls, key: str | None, replay: AlreadyProcessed) -> NestedReplayError:
+        """The error for ``replay``, a nested guard's, escaping the body of the guard of ``key`` (raise it from it)."""
+        return cls(
+            f"a nested guard's replay of {replay.key!r} escaped the body of {key!r}: the body did not finish, so "
+            "the record failed (catch AlreadyProcessed around the nested guard to carry on)",
+            key=key,
+            existing_record=replay.record,
+        )
+
 
 class InvalidResultError(IdempotencyError, TypeError):
     """A guarded body's result was a coroutine, awaitable or generator: the work it stands for never ran.

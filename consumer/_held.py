@@ -1,4 +1,4 @@
-"""The leases of the locks this process holds right now, read only to explain a conflict.
+"""The locks this process holds right now (read only to explain a conflict), and a failure to release one.
 
 A guard nested on its own record's key meets its own lock on every delivery: its error says so, instead of
 blaming "another invocation". Set operations are atomic under the GIL, so threads share the set safely.
@@ -9,8 +9,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from consumer._errors import IdempotencyAlreadyInProgressError
+from consumer._outcomes_log import log_release_failed
+from persistence import IdempotencyError, PersistenceLayerError
 
 if TYPE_CHECKING:
+    from consumer._context import LambdaContext
     from persistence import IdempotencyRecord
 
 _held_leases: set[str] = set()
@@ -39,3 +42,22 @@ def in_progress_error(key: str, existing: IdempotencyRecord) -> IdempotencyAlrea
         key=key,
         existing_record=existing,
     )
+
+
+def release_failure(
+    key: str, body_error: BaseException | None, error: Exception, context: LambdaContext | None, *, log: bool
+) -> IdempotencyError:
+    """The store's failure to release ``key`` after the body raised ``body_error``, as the guard reports it.
+
+    A store of the user's that raised its own error is wrapped in :class:`PersistenceLayerError` (chained). The
+    failure is logged when ``log`` (a guard used on its own: a batch names it on the record's own failure), and
+    noted on the body's exception, which still propagates.
+    """
+    if not isinstance(error, IdempotencyError):
+        wrapped = PersistenceLayerError(f"the store failed to release {key!r}: {error!r}", key=key)
+        wrapped.__cause__, error = error, wrapped
+    if log:
+        log_release_failed(key, body_error, error, context)
+    if body_error is not None and hasattr(body_error, "add_note"):  # Python 3.11+
+        body_error.add_note(f"idempotent-consumer: releasing {key!r} failed as well: {error!r}")
+    return error

@@ -15,8 +15,7 @@ from consumer._errors import (
     InvalidResultError,
     NestedReplayError,
 )
-from consumer._held import hold, in_progress_error, let_go
-from consumer._outcomes_log import log_release_failed
+from consumer._held import hold, in_progress_error, let_go, release_failure
 from consumer._output import decode_output, unstored, without_response
 from consumer._result import checked_serializer, completed_record, refusal
 from consumer._unguarded import idempotency_disabled, warn_unguarded
@@ -28,7 +27,6 @@ from persistence import (
     IdempotencyRecord,
     InlineStore,
     ItemTooLargeError,
-    PersistenceLayerError,
     RecordStatus,
     as_async_store,
     is_async_store,
@@ -394,12 +392,7 @@ class IdempotencyGuard:
             raise failure  # the refusal of an unrun result, chained to its cause
         if isinstance(exc, AlreadyProcessed):
             # Only our own __enter__ may say "done"; __exit__ never runs after it raised.
-            raise NestedReplayError(
-                f"a nested guard's replay of {exc.key!r} escaped the body of {self.key!r}: the body did not "
-                "finish, so the record failed (catch AlreadyProcessed around the nested guard to carry on)",
-                key=self.key,
-                existing_record=exc.record,
-            ) from exc
+            raise NestedReplayError.escaping(self.key, exc) from exc
         return False
 
     def _committed(self, complete: IdempotencyRecord) -> None:
@@ -410,11 +403,5 @@ class IdempotencyGuard:
             unstored(complete.key, self._unstored, self.context, self._batch_record)
 
     def _release_failed(self, held: IdempotencyRecord, exc: BaseException | None, error: Exception) -> None:
-        if not isinstance(error, IdempotencyError):  # a store of the user's raised its own error
-            wrapped = PersistenceLayerError(f"the store failed to release {held.key!r}: {error!r}", key=held.key)
-            wrapped.__cause__, error = error, wrapped
-        self.release_error = error
-        if self._batch_record is None:  # a batch processor names it on the record's own failure
-            log_release_failed(held.key, exc, error, self.context)
-        if exc is not None and hasattr(exc, "add_note"):  # Python 3.11+
-            exc.add_note(f"idempotent-consumer: releasing {held.key!r} failed as well: {error!r}")
+        log = self._batch_record is None  # a batch processor names it on the record's own failure
+        self.release_error = release_failure(held.key, exc, error, self.context, log=log)
