@@ -146,26 +146,40 @@ def _node_looks_inside(node: Mapping[str, Any]) -> bool:
 
 
 _LEAVES = frozenset((str, int, float, bool, type(None)))
-_MAX_DEPTH = 64  # deeper (or round a cycle), values are left as they are
+_MAX_DEPTH = 64  # deeper, values are left as they are (as a cycle's start is)
 
 
-def _nested(value: Any, depth: int = 0) -> Any:  # noqa: PLR0911 - one answer per form
+def _nested(value: Any, depth: int = 0, memo: dict[int, tuple[Any, Any]] | None = None) -> Any:
     # ``value``, or a copy in which each dataclass, model and typed record is what canonical_json hashes it as
     # (its fields, model_dump(mode="json"), key_data()), so that JMESPath sees into it and a selection of the
     # whole of one hashes as before. Plain data comes back itself, each container checked in C first; sets stay
     # (JMESPath does not index them); a model_dump that raises leaves its model as it is, hashed as before.
+    # Each object is converted once (``memo``, by id, holding the object so that its id is not reused): shared
+    # parts cost one walk, and a cycle meets its start as it is.
+    if memo is None:
+        memo = {}
+    seen = memo.get(id(value))
+    if seen is not None:
+        return seen[1]
+    memo[id(value)] = (value, value)
+    converted = _converted(value, depth, memo)
+    memo[id(value)] = (value, converted)
+    return converted
+
+
+def _converted(value: Any, depth: int, memo: dict[int, tuple[Any, Any]]) -> Any:  # noqa: PLR0911 - one per form
     if isinstance(value, dict):
         if depth > _MAX_DEPTH or _LEAVES.issuperset(map(type, value.values())):
             return value
-        return _copied(value, value.items(), depth, dict)
+        return _copied(value, value.items(), depth, dict, memo)
     if isinstance(value, (list, tuple)):
         if depth > _MAX_DEPTH or _LEAVES.issuperset(map(type, value)):
             return value
-        return _copied(value, enumerate(value), depth, list)  # a tuple as canonical_json writes it, if converted
+        return _copied(value, enumerate(value), depth, list, memo)  # a tuple as canonical_json writes it
     if getattr(type(value), "__keyed_by_raw__", False):
-        return _nested(value.key_data(), depth + 1)
+        return _nested(value.key_data(), depth + 1, memo)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return _nested({f.name: getattr(value, f.name) for f in dataclasses.fields(value)}, depth + 1)
+        return _nested({f.name: getattr(value, f.name) for f in dataclasses.fields(value)}, depth + 1, memo)
     if hasattr(value, "model_dump") and not isinstance(value, type):
         try:
             return value.model_dump(mode="json")
@@ -174,13 +188,13 @@ def _nested(value: Any, depth: int = 0) -> Any:  # noqa: PLR0911 - one answer pe
     return value
 
 
-def _copied(value: Any, items: Any, depth: int, kind: type) -> Any:
+def _copied(value: Any, items: Any, depth: int, kind: type, memo: dict[int, tuple[Any, Any]]) -> Any:
     # The container with its converted items, or itself when none is.
     copy: Any = None
     for at, item in items:
         if type(item) in _LEAVES:
             continue
-        converted = _nested(item, depth + 1)
+        converted = _nested(item, depth + 1, memo)
         if converted is not item:
             if copy is None:
                 copy = kind(value)

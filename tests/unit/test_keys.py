@@ -202,3 +202,35 @@ def test_plain_json_data_is_not_copied_to_select_a_key(monkeypatch):
     make_key(record, IdempotencyConfig(event_key_jmespath="order.order_id"))
     assert len(seen) == 1
     assert seen[0] is record
+
+
+def _keys_within(seconds, data, config):
+    # make_key in a daemon thread: a walk that never ends fails the test instead of hanging the suite.
+    import threading  # noqa: PLC0415 - this helper's alone
+
+    got = []
+    worker = threading.Thread(target=lambda: got.append(make_key(data, config)), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert got, f"make_key did not return within {seconds} s"
+    return got[0]
+
+
+def test_a_record_that_holds_itself_or_shares_parts_is_walked_once():
+    # Each object is converted once: walking a record that points to itself twice, or a tree whose levels share
+    # one child, took 2 ** depth steps (the invocation hung until Lambda's timeout, on every redelivery).
+    looped = {"id": "o-1"}
+    looped["a"] = looped["b"] = looped
+    key = _keys_within(10, looped, IdempotencyConfig(event_key_jmespath="a.id"))
+    assert key == make_key("o-1", IdempotencyConfig())
+    shared: dict = {"v": "leaf"}
+    for _ in range(40):
+        shared = {"left": shared, "right": shared, "v": None}
+    tree = {"id": "t-1", "tree": shared}
+    assert _keys_within(10, tree, IdempotencyConfig(event_key_jmespath="tree.v || id")) == make_key(
+        "t-1", IdempotencyConfig()
+    )
+    nested = {"order": Order("o-1"), "same": None}
+    nested["same"] = nested["order"]  # one dataclass twice: converted alike in both places
+    plain = keys.plain_data(nested)
+    assert plain["same"] == plain["order"] == {"order_id": "o-1", "at": AT}
