@@ -162,7 +162,10 @@ def optional_of(tp: Any) -> Any:
 
 
 def holds_models(tp: Any) -> bool:
-    """Whether :func:`rebuild` would rebuild anything for ``tp`` (a dataclass or model, maybe in containers).
+    """Whether :func:`rebuild` would rebuild anything for ``tp``, maybe in containers.
+
+    It does for a dataclass or a model, and for a type stored as its base type: an enum, a ``Literal`` of enum
+    members, a named tuple, a ``Counter``, an ``OrderedDict``.
 
     Raises:
         IdempotencyModelTypeError: As :func:`optional_of`, for a union of several types holding a model.
@@ -176,6 +179,10 @@ def holds_models(tp: Any) -> bool:
     origin = typing.get_origin(tp)
     if is_dataclass_type(tp) or is_model_type(tp) or is_dataclass_type(origin):  # Box[Line]: a generic dataclass
         return True
+    if isinstance(tp, enum.EnumMeta) or _is_named_tuple(tp) or _is_dict_kind(origin or tp):
+        return True
+    if origin is typing.Literal:
+        return any(isinstance(arg, enum.Enum) for arg in typing.get_args(tp))
     if origin in _SEQUENCES or origin in _MAPPINGS:
         return any(holds_models(arg) for arg in typing.get_args(tp) if arg is not Ellipsis)
     return False
