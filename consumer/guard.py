@@ -120,7 +120,9 @@ class IdempotencyGuard:
         self.clock = clock
         self.key_prefix = key_prefix
         self.disabled = disabled
-        self.output_serializer = self._entered_serializer = checked_serializer(output_serializer)
+        if output_serializer is not None:
+            checked_serializer(output_serializer)
+        self.output_serializer = self._entered_serializer = output_serializer
         self.key: str | None = None
         self.result: Any = None
         self.release_error: IdempotencyError | None = None

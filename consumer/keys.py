@@ -303,8 +303,9 @@ def _selected_from(data: Any, config: IdempotencyConfig) -> tuple[Any, ParsedRes
     # The form of ``data`` the key is selected from, and the expression selecting it (None: the whole record).
     expression = config.key_expression
     if expression is None and config.event_key_jmespath is None:  # "" is the whole record, as in Powertools
-        data = selectable(data, None)
-        expression = default_key_expression(data)
+        if type(data) is not dict:  # a record as Lambda delivers it is a dict: its own id is one of its fields
+            data = selectable(data, None)
+        return data, default_key_expression(data)
     return selectable(data, expression), expression
 
 
