@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from consumer._cli_records import EXIT_OK, CommandError, out
+from consumer._headers import refuse_key_header
 from consumer._kafka import is_kafka_event, kafka_records
+from consumer._serde import canonical_json
 from consumer.config import IdempotencyConfig
 from consumer.keys import DEFAULT_KEY_EXPRESSIONS, key_selection, make_key
 from persistence import IdempotencyError
@@ -32,7 +33,7 @@ def key_command(args: argparse.Namespace, event: Any) -> int:
         config = IdempotencyConfig(event_key_jmespath=args.jmespath, key_prefix=args.prefix, key_header=args.header)
     except IdempotencyError as e:
         raise CommandError(str(e), EXIT_USAGE) from e
-    for index, record in enumerate(_records(event, args.event_type)):
+    for index, record in enumerate(_records(event, args.event_type, args.header)):
         if not isinstance(record, Mapping):
             out(f"record {index}: not a record: a JSON {_json_type(record)}, where an object is expected")
             continue
@@ -51,30 +52,32 @@ def key_command(args: argparse.Namespace, event: Any) -> int:
 
 
 def shown(selection: Any) -> str:
-    """What a key hashes, as JSON; bytes (a header that is not UTF-8, keyed as bytes) in hexadecimal.
+    """What a key hashes, exactly: its canonical JSON (:func:`consumer.canonical_json`); bytes in hexadecimal.
 
-    A whole selection of bytes reads ``bytes ff12... (not UTF-8)``; bytes inside one (``[header(@, 'k'), topic]``)
-    ``"<bytes ff12...>"``.
+    A whole selection of bytes (a header that is not UTF-8, keyed as bytes) reads ``bytes ff12... (not UTF-8)``;
+    bytes inside one (``[header(@, 'k'), topic]``) read as they are hashed, ``{"__ic__":"bytes","v":"ff12..."}``,
+    which no text and no payload (whose own ``__ic__`` keys are escaped) shows alike.
     """
     if isinstance(selection, bytes):
         return f"bytes {selection.hex()} (not UTF-8)"
-    return json.dumps(selection, ensure_ascii=False, default=_hex)
+    return canonical_json(selection)
 
 
-def _hex(value: object) -> str:
-    return f"<bytes {value.hex()}>" if isinstance(value, bytes) else str(value)
-
-
-def _records(event: Any, event_type: str | None) -> list[Any]:
+def _records(event: Any, event_type: str | None, header: str | None) -> list[Any]:
     """The records of ``event`` as ``event_type`` (default: detected) lays them out.
 
     Raises:
         CommandError: ``event`` is not an object, its records are not a list (an object of lists for Kafka), or
-            it has none.
+            it has none; or ``header`` is given for a source without headers (exit 2, as the processor refuses).
     """
     if not isinstance(event, Mapping):
         raise CommandError(f"the event is a JSON {_json_type(event)}: an event is an object")
     source = event_type or _detect_source(event)
+    if header is not None:
+        try:
+            refuse_key_header(source)
+        except ValueError as e:
+            raise CommandError(str(e), EXIT_USAGE) from None
     if source == "kafka":
         try:
             records = kafka_records(event)
@@ -96,10 +99,10 @@ def _records(event: Any, event_type: str | None) -> list[Any]:
 def _detect_source(event: Mapping[str, Any]) -> str:
     if is_kafka_event(event):
         return "kafka"
-    records = event.get("Records")
-    if not records:
+    if "Records" not in event:
         return "eventbridge"
-    first = records[0] if isinstance(records, list) else None
+    records = event["Records"]
+    first = records[0] if isinstance(records, list) and records else None
     source = str(first.get("eventSource", "")).removeprefix("aws:") if isinstance(first, Mapping) else ""
     return source if source in DEFAULT_KEY_EXPRESSIONS else "sqs"
 

@@ -22,6 +22,7 @@ from consumer._batch_event import (
 )
 from consumer._batch_run import Item, RunSettings
 from consumer._handlers import LAMBDA_CONTEXT, OWN, handler_shape, refuse_dropped_cutover
+from consumer._headers import refuse_key_header
 from consumer._report import Reporter, check_hook
 from consumer.event_sources import EventType, RecordT, failure_identifier, resolve_event_type
 from consumer.metrics import resolve
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
     from persistence import AsyncPersistenceLayer, PersistenceLayer
 
 logger = logging.getLogger("idempotent_consumer")
-_NO_HEADERS = (EventType.KINESIS, EventType.DYNAMODB_STREAMS)  # sources whose records have no header to key on
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,9 +66,8 @@ class _Processor(Generic[RecordT]):
     ) -> None:
         if deadline_margin_ms < 0:
             raise ValueError(f"deadline_margin_ms must not be negative, got {deadline_margin_ms}")
-        if config is not None and config.key_header is not None and event_type in _NO_HEADERS:
-            msg = f"key_header: {event_type.value} records carry no headers; select the key with event_key_jmespath"
-            raise ValueError(msg)
+        if config is not None and config.key_header is not None:
+            refuse_key_header(event_type.value)
         self.event_type = event_type
         self.raise_on_entire_batch_failure = raise_on_entire_batch_failure
         self._settings = RunSettings(

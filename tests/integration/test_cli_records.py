@@ -156,7 +156,7 @@ def test_key_shows_selection_and_key_per_record():
 def test_key_understands_kafka_events_by_default_and_by_header():
     default = cli("key", "--event", str(EVENTS / "kafka_orders.json")).stdout.splitlines()
     cluster = json.loads((EVENTS / "kafka_orders.json").read_text())["eventSourceArn"]
-    assert default[0] == f'record 0: selected ["{cluster}", "orders", 0, 10]'
+    assert default[0] == f'record 0: selected ["{cluster}","orders",0,10]'
     assert len([line for line in default if line.startswith("  key local#")]) == 6
     by_header = cli("key", "--event", str(EVENTS / "kafka_orders.json"), "--header", "IDEMPOTENCY-KEY").stdout
     lines = by_header.splitlines()

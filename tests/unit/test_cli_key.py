@@ -55,7 +55,7 @@ def test_a_binary_header_inside_a_selection_is_shown_in_hexadecimal(tmp_path, ca
     expression = "[header(@, 'Idempotency-Key'), topic]"
     code, lines = key_lines(tmp_path, capsys, event, "--jmespath", expression)
     assert code == 0
-    assert lines[0] == 'record 0: selected ["<bytes ff123456789abcdef0123456789abcde>", "orders"]'
+    assert lines[0] == 'record 0: selected [{"__ic__":"bytes","v":"ff123456789abcdef0123456789abcde"},"orders"]'
 
 
 @pytest.mark.parametrize("event_type", [None, "sqs"])
@@ -96,6 +96,8 @@ def test_what_is_shown_as_selected_is_what_the_key_hashes(tmp_path, capsys, opti
     ("event", "said"),
     [
         ({"Records": "abc"}, "the event's 'Records' is a JSON string: a list of records is expected"),
+        ({"Records": {}}, "the event's 'Records' is a JSON object: a list of records is expected"),
+        ({"Records": []}, "the event has no records of its own for --event-type sqs (a 'Records' list of them)"),
         ([1, 2], "the event is a JSON array: an event is an object"),
     ],
 )
@@ -113,3 +115,30 @@ def test_a_record_that_is_not_an_object_is_one_line_and_the_others_are_keyed(tmp
         "record 0: not a record: a JSON number, where an object is expected",
         'record 1: selected "m-1"',
     ]
+
+
+@pytest.mark.parametrize("source", ["kinesis", "dynamodb"])
+def test_a_header_on_a_source_without_headers_is_refused_as_the_processor_refuses_it(tmp_path, capsys, source):
+    # It used to show each record keyed by its own id, vouching for a config the processor refuses at start.
+    record = {"eventSource": f"aws:{source}", "eventID": "shardId-0:1", "kinesis": {"data": "e30="}}
+    path = tmp_path / "event.json"
+    path.write_text(json.dumps({"Records": [record]}))
+    assert main(["key", "--event", str(path), "--header", "Idempotency-Key"]) == 2
+    said = f"key_header: {source} records carry no headers; select the key with event_key_jmespath"
+    assert capsys.readouterr().err == f"idempotent-consumer: {said}\n"
+    with pytest.raises(ValueError, match=said):
+        BatchProcessor(EventType(source), config=IdempotencyConfig(key_header="Idempotency-Key"))
+
+
+def test_bytes_inside_a_selection_never_show_as_a_text_does(tmp_path, capsys):
+    # A String attribute holding the text the bytes were shown as ("<bytes ff01>") hashes to another key: the two
+    # lines must differ as the keys do. What is shown is what is hashed.
+    binary = sqs_record("m-1", {})
+    binary["messageAttributes"] = {"Idem": {"dataType": "Binary", "binaryValue": "/wE="}}
+    text = sqs_record("m-2", {})
+    text["messageAttributes"] = {"Idem": {"dataType": "String", "stringValue": "<bytes ff01>"}}
+    code, lines = key_lines(tmp_path, capsys, sqs_event(binary, text), "--jmespath", "[header(@, 'Idem')]")
+    assert code == 0
+    assert lines[0] == 'record 0: selected [{"__ic__":"bytes","v":"ff01"}]'
+    assert lines[2] == 'record 1: selected ["<bytes ff01>"]'
+    assert lines[1] != lines[3]
