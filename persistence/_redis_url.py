@@ -71,14 +71,35 @@ def _masked_userinfo(text: str) -> str:
     return text if at < 0 or colon < 0 else f"{text[: colon + 1]}***{text[at:]}"
 
 
+def refuse_unescaped_userinfo(url: str) -> None:
+    """Refuse a URL whose password holds an unescaped ``?`` or ``#``.
+
+    Such a URL parses as a host cut at that character (the rest of the password reads as options or a fragment):
+    the store would connect elsewhere, and messages built from the parsed parts would show the password.
+
+    Raises:
+        ValueError: Naming the fix, the URL masked as text.
+    """
+    authority = url.partition("//")[2]
+    cut = min((i for i in (authority.find("?"), authority.find("#")) if i >= 0), default=-1)
+    before = authority[:cut]  # a '?' after the host ends it; one before any '/' or '@' may be inside a password
+    if cut >= 0 and "@" in authority[cut:] and "/" not in before and "@" not in before:
+        msg = (
+            f"store URL {redacted(url)!r}: its password holds '?' or '#': percent-encode them in the URL "
+            "(%3F, %23), as every reserved character of a password"
+        )
+        raise ValueError(msg)
+
+
 def parse_url(url: str) -> RedisURL:
     """Split and check a ``redis://``, ``rediss://``, ``valkey://`` or ``valkeys://`` URL.
 
     Raises:
-        ValueError: Another scheme, a flag that is neither true nor false, or an option neither the store nor
-            redis-py knows.
+        ValueError: Another scheme, a flag that is neither true nor false, an option neither the store nor
+            redis-py knows, or a password holding an unescaped ``?`` or ``#``.
         ImportError: redis-py is not installed.
     """
+    refuse_unescaped_userinfo(url)
     parts = urlsplit(url)
     scheme = _SCHEMES.get(parts.scheme)
     if scheme is None:
@@ -95,9 +116,11 @@ def parse_url(url: str) -> RedisURL:
     rest = [(name, value) for name, value in query if name not in _STORE_FLAGS]
     unknown = sorted({name for name, _ in rest} - _client_options(tls=scheme == "rediss", cluster=flags["cluster"]))
     if unknown:
+        named = [name for name in unknown if name.isidentifier()]  # no other is an option: not shown (a password?)
+        odd = f" and {len(unknown) - len(named)} that no option is named like" if len(named) < len(unknown) else ""
         msg = (
-            f"store URL {redacted(url)!r}: unknown options {unknown}; the store's own are {list(_STORE_FLAGS)}, "
-            "the others are redis-py's connection options"
+            f"store URL {redacted(url)!r}: unknown options {named}{odd}; the store's own are {list(_STORE_FLAGS)}, "
+            "the others are redis-py's connection options (percent-encode reserved characters of a password)"
         )
         raise ValueError(msg)
     plain = urlunsplit((scheme, parts.netloc, parts.path, urlencode(rest), ""))  # encoded as it came

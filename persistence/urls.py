@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 from typing import TYPE_CHECKING
-from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qs, parse_qsl, urlsplit
 
-from persistence._redis_url import redacted
+from persistence._redis_url import redacted, refuse_unescaped_userinfo
 from persistence.dynamodb import DynamoDBPersistenceLayer
 from persistence.memory import InMemoryPersistenceLayer
 from persistence.sqlite import DEFAULT_PATH, SQLitePersistenceLayer
@@ -86,9 +86,11 @@ def _dynamodb(url: str, table: str, query: dict[str, list[str]]) -> DynamoDBPers
 def _redis(url: str) -> PersistenceLayer:
     from persistence.redis import RedisPersistenceLayer  # noqa: PLC0415 - the optional store, only when named
 
+    refuse_unescaped_userinfo(url)  # before the URL is taken apart and put together again, re-encoded
     parts = urlsplit(url)
     query = parse_qsl(parts.query, keep_blank_values=True)  # ?key_prefix= is an empty prefix, not the default
     prefixes = [value for name, value in query if name == "key_prefix"]
-    rest = urlencode([(name, value) for name, value in query if name != "key_prefix"])  # encoded as it came
+    # The other options as they came, unencoded and re-encoded never: a message about the URL masks its password.
+    rest = "&".join(part for part in parts.query.split("&") if part.partition("=")[0] != "key_prefix")
     prefix = prefixes[-1] if prefixes else "idempotency:"
     return RedisPersistenceLayer(url=parts._replace(query=rest).geturl(), key_prefix=prefix)
