@@ -138,7 +138,7 @@ def log_item(item: Item, event_source: str, context: LambdaContext | None, deadl
     if outcome is Outcome.UNGUARDED:
         name, what = outcome.value, "ran unguarded: no idempotency key selected, so a redelivery runs it again"
     elif outcome is Outcome.IN_PROGRESS:  # the error names the key
-        name, what = outcome.value, f"is in progress in another invocation ({_text(error)}); {_REDELIVERED}"
+        name, what = outcome.value, f"is in progress ({_text(error)}); {_REDELIVERED}"
     elif outcome is Outcome.DEFERRED:
         name = outcome.value
         what = f"deferred: less than {deadline_margin_ms} ms were left before the Lambda deadline; {_REDELIVERED}"
