@@ -93,3 +93,23 @@ class Scaled:
 
     def __post_init__(self, scale: int) -> None:
         object.__setattr__(self, "x", self.x * scale)
+
+
+class Checked(pydantic.BaseModel):
+    """A card model whose validator refuses the cards the tests plant as secrets, quoting them (as validators do),
+    and whose serializer refuses a card ending in ``!``, quoting it too."""
+
+    card: str
+
+    @pydantic.field_validator("card")
+    @classmethod
+    def known(cls, card: str) -> str:
+        if card.startswith(("SECRET", "s3cr3t")):
+            raise ValueError(f"unknown card {card}")  # a validator's message quotes the value
+        return card
+
+    @pydantic.field_serializer("card")
+    def dumped(self, card: str) -> str:
+        if card.endswith("!"):
+            raise ValueError(f"cannot dump {card}")
+        return card

@@ -24,6 +24,7 @@ from pathlib import Path
 import pydantic
 import pytest
 from lambda_log_format import LambdaJsonFormatter, RequestIdFilter, lambda_text_formatter
+from output_models import Checked
 
 from consumer import (
     BatchProcessor,
@@ -141,23 +142,6 @@ def test_through_powertools_logger_a_replay_that_fails_quotes_no_stored_value():
     assert "{'batchItemFailures': [{'itemIdentifier': 'm-1'}]}" in result.stderr
     assert '"exception_name":"ResponseDecodeError"' in result.stdout.replace(" ", "")
     assert SECRET not in result.stdout
-
-
-class Checked(pydantic.BaseModel):
-    card: str
-
-    @pydantic.field_validator("card")
-    @classmethod
-    def known(cls, card: str) -> str:
-        if card.startswith("SECRET"):
-            raise ValueError(f"unknown card {card}")  # a validator's message quotes the value
-        return card
-
-    @pydantic.field_serializer("card")
-    def dumped(self, card: str) -> str:
-        if card.endswith("!"):
-            raise ValueError(f"cannot dump {card}")
-        return card
 
 
 @pytest.mark.parametrize("card", [SECRET, "SECRET!"], ids=["would-not-replay", "cannot-be-dumped"])
