@@ -136,13 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser(
-        "invoke",
-        help="run a handler locally on an event file",
-        description=INVOKE_DESCRIPTION,
-        epilog=INVOKE_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    run = _subparser(commands, "invoke", "run a handler locally on an event file", INVOKE_EXAMPLES,
+                     description=INVOKE_DESCRIPTION)  # fmt: skip
     run.add_argument("handler", metavar="MODULE:HANDLER")
     run.add_argument("--event", required=True, metavar="FILE", help="the event, as JSON ('-' for stdin)")
     run.add_argument("--store", default=None, metavar="URL", help=f"the handler's {STORE_HELP}")
@@ -157,8 +152,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _subparser(commands: Any, name: str, help_text: str, examples: str, **kwargs: Any) -> argparse.ArgumentParser:
+    # Every command takes --debug too (idempotent-consumer records list --debug), as the top level does.
+    debug = argparse.ArgumentParser(add_help=False)
+    debug.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
+    parents = [*kwargs.pop("parents", []), debug]
     parser: argparse.ArgumentParser = commands.add_parser(
-        name, help=help_text, epilog=examples, formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs
+        name,
+        help=help_text,
+        epilog=examples,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=parents,
+        **kwargs,
     )
     return parser
 

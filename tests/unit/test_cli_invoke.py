@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import consumer
 from samples.ledger import Ledger
 
@@ -166,3 +168,19 @@ def test_help_examples_name_only_the_users_own_files(tmp_path):
         examples = cli(tmp_path, *command, "--help").stdout.split("examples:", 1)[1]
         assert "samples" not in examples, command
         assert "idempotent-consumer " in examples, command
+
+
+@pytest.mark.parametrize(
+    ("argv", "debug"),
+    [
+        (["records", "list"], False),
+        (["--debug", "records", "list"], True),
+        (["records", "list", "--debug"], True),  # after the command, as the README's "--debug for a traceback" reads
+        (["key", "--event", "e.json", "--debug"], True),
+        (["invoke", "m:h", "--event", "e.json", "--debug"], True),
+    ],
+)
+def test_debug_is_taken_before_or_after_the_command(argv, debug):
+    from consumer.cli import build_parser  # noqa: PLC0415 - this test's alone
+
+    assert build_parser().parse_args(argv).debug is debug
