@@ -14,8 +14,6 @@ import threading
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from consumer._unrun import unrun_parts
-
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -256,8 +254,6 @@ def _container(value: Any, t: type, active: set[int]) -> Any:
         if base is None:
             raise TypeError(f"{_name(t)} is not a JSON type, a dataclass or a Pydantic model")
         plain, how = _BASES[base](value), ""
-    if how and unrun_parts(value):  # in an attribute that is not stored: committed, that work would never run
-        raise TypeError(f"{_name(t)} holds work that has not run (a coroutine, a generator) outside what is stored")
     noun = type(plain).__name__
     article = "an" if noun[0] in "aeiou" else "a"
     _warn_once(t, f"results of type %s replay as {article} {noun}: only that is stored{how}")

@@ -583,14 +583,6 @@ class Wrapped:
     outcome: Notified
 
 
-@dataclasses.dataclass
-class Shipped:  # an attribute that is not a field (not stored) holds the model's pending work
-    outcome: Notified
-
-    def __post_init__(self) -> None:
-        self.pending, self.outcome._pending = self.outcome._pending, None
-
-
 async def send_email(sent: list[str], order_id: str) -> None:
     sent.append(order_id)
 
@@ -612,9 +604,6 @@ def notified(sent: list[str], where: str) -> Notified:
         pytest.param("field", "Any", lambda m: m, id="field-without-a-serializer"),
         pytest.param("extra", "Notified", lambda m: m, id="extra"),
         pytest.param("private", "Notified", lambda m: m, id="private"),
-        pytest.param("private", "Any", lambda m: m, id="private-without-a-serializer"),
-        pytest.param("extra", "Any", lambda m: m, id="extra-without-a-serializer"),
-        pytest.param("private", "Any", Shipped, id="beside-a-dataclass-field-without-a-serializer"),
         pytest.param("field", "Wrapped", Wrapped, id="in-a-dataclass"),
         pytest.param("field", "list[Notified]", lambda m: [m], id="in-a-list"),
     ],
