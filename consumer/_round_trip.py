@@ -24,7 +24,6 @@ from consumer._describe import describe
 from consumer._hints import allows
 from consumer._serde import _warn_once, decode_result
 from consumer._typed import fields_of, is_model_type
-from consumer._unrun import unrun_parts
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -292,16 +291,7 @@ def _model(original: Any, replayed: Any, where: str) -> str | None:
     difference = _fields(original, replayed, where, annotated, annotated)
     if difference is None and (original.__pydantic_extra__ or replayed.__pydantic_extra__):
         difference = _entries(original.__pydantic_extra__ or {}, replayed.__pydantic_extra__ or {}, where, Any)
-    return difference or _unrun_private(original, where)
-
-
-def _unrun_private(model: Any, where: str) -> str | None:
-    # Unless one holds work not done yet (a coroutine never awaited): stored without it, that work would be lost.
-    # Refused here, the guard finds the work in the result and does not commit it.
-    for name, value in (model.__pydantic_private__ or {}).items():
-        if unrun_parts(value):
-            return f"{where}.{name}: a private attribute holds work that has not run"
-    return None
+    return difference
 
 
 def _equal(original: Any, replayed: Any) -> bool:

@@ -24,8 +24,8 @@ def never_ran(result: Any) -> bool:
 def unrun_parts(value: Any, depth: int = 0, seen: set[int] | None = None) -> list[Any]:
     """Work not yet done inside a result: awaitables, iterators (``map``, generators), async iterators, Futures.
 
-    Containers are searched, and so are dataclasses (their fields and other attributes) and Pydantic models (their
-    fields, extra and private attributes; pydantic is not imported when nobody has). Only called once a result
+    Containers are searched, and so is what a dataclass or a Pydantic model stores: a dataclass's fields, a model's
+    fields and extra values (pydantic is not imported when nobody has). Only called once a result
     failed to encode (plain data never holds these), so it costs nothing otherwise.
     """
     t = type(value)
@@ -52,15 +52,15 @@ def unrun_parts(value: Any, depth: int = 0, seen: set[int] | None = None) -> lis
 
 
 def _attributes(value: Any) -> list[Any]:
-    # The attributes of a dataclass (fields and others) or a Pydantic model (fields, extra, private); [] else.
+    # What of a dataclass or a Pydantic model is stored, so searched: a dataclass's fields, a model's fields and
+    # extra values. Other attributes (a helper counter, a client, a private attribute) are not the result's data:
+    # a coroutine left there is the application's to await, and a lazy iterator there is no unrun work of ours.
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        fields = [getattr(value, f.name) for f in dataclasses.fields(value)]
-        return fields + [v for n, v in getattr(value, "__dict__", {}).items() if n not in value.__dataclass_fields__]
+        return [getattr(value, f.name) for f in dataclasses.fields(value)]
     pydantic = sys.modules.get("pydantic")
     if pydantic is None or not isinstance(value, pydantic.BaseModel):
         return []
-    extra, private = (getattr(value, name, None) or {} for name in ("__pydantic_extra__", "__pydantic_private__"))
-    return [*vars(value).values(), *extra.values(), *private.values()]
+    return [*vars(value).values(), *(getattr(value, "__pydantic_extra__", None) or {}).values()]
 
 
 def close_unrun(parts: list[Any]) -> None:
