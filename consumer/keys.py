@@ -146,28 +146,31 @@ def _node_looks_inside(node: Mapping[str, Any]) -> bool:
 
 
 _LEAVES = frozenset((str, int, float, bool, type(None)))
-_MAX_DEPTH = 64  # deeper, values are left as they are (as a cycle's start is)
+_MAX_DEPTH = 64  # deeper, values are left as they are
 
 
-def _nested(value: Any, depth: int = 0, memo: dict[int, tuple[Any, Any]] | None = None) -> Any:
+def _nested(value: Any, depth: int = 0, memo: _Memo | None = None) -> Any:
     # ``value``, or a copy in which each dataclass, model and typed record is what canonical_json hashes it as
     # (its fields, model_dump(mode="json"), key_data()), so that JMESPath sees into it and a selection of the
     # whole of one hashes as before. Plain data comes back itself, each container checked in C first; sets stay
     # (JMESPath does not index them); a model_dump that raises leaves its model as it is, hashed as before.
-    # Each object is converted once (``memo``, by id, holding the object so that its id is not reused): shared
-    # parts cost one walk, and a cycle meets its start as it is.
+    # What an object converts to depends on it and its depth only (past _MAX_DEPTH it is left as it is): each
+    # (object, depth) is converted once (``memo``, which holds the object so that its id is not reused), so
+    # parts shared by many paths, or a cycle, cost at most one walk per depth, not one per path.
     if memo is None:
         memo = {}
-    seen = memo.get(id(value))
+    seen = memo.get((id(value), depth))
     if seen is not None:
         return seen[1]
-    memo[id(value)] = (value, value)
     converted = _converted(value, depth, memo)
-    memo[id(value)] = (value, converted)
+    memo[id(value), depth] = (value, converted)
     return converted
 
 
-def _converted(value: Any, depth: int, memo: dict[int, tuple[Any, Any]]) -> Any:  # noqa: PLR0911 - one per form
+_Memo = dict[tuple[int, int], tuple[Any, Any]]
+
+
+def _converted(value: Any, depth: int, memo: _Memo) -> Any:  # noqa: PLR0911 - one per form
     if isinstance(value, dict):
         if depth > _MAX_DEPTH or _LEAVES.issuperset(map(type, value.values())):
             return value
@@ -188,7 +191,7 @@ def _converted(value: Any, depth: int, memo: dict[int, tuple[Any, Any]]) -> Any:
     return value
 
 
-def _copied(value: Any, items: Any, depth: int, kind: type, memo: dict[int, tuple[Any, Any]]) -> Any:
+def _copied(value: Any, items: Any, depth: int, kind: type, memo: _Memo) -> Any:
     # The container with its converted items, or itself when none is.
     copy: Any = None
     for at, item in items:

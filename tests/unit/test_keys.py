@@ -234,3 +234,26 @@ def test_a_record_that_holds_itself_or_shares_parts_is_walked_once():
     nested["same"] = nested["order"]  # one dataclass twice: converted alike in both places
     plain = keys.plain_data(nested)
     assert plain["same"] == plain["order"] == {"order_id": "o-1", "at": AT}
+
+
+@dataclasses.dataclass
+class Node:
+    child: object
+    v: int = 7
+
+
+def test_a_part_reached_deep_first_is_selected_from_where_it_is_shallow():
+    # What a part converts to depends on its depth (past the walk's limit it is left as it is): one reached first
+    # under a deep branch, then near the top, is converted again there. Memoized by object alone, the shallow path
+    # got the deep path's cut-off form, and selected nothing.
+    shared = Node(Node(Node(Node(None))))
+    deep: object = shared
+    for _ in range(31):
+        deep = {"x": [deep]}
+    config = IdempotencyConfig(event_key_jmespath="b.child.child.child.v")
+    assert keys.key_selection({"a": deep, "b": shared}, config) == (7, False)
+    assert (
+        make_key({"a": deep, "b": shared}, config)
+        == make_key({"b": shared}, config)
+        == make_key(7, IdempotencyConfig())
+    )
