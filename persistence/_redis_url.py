@@ -72,21 +72,37 @@ def _masked_userinfo(text: str) -> str:
 
 
 def refuse_unescaped_userinfo(url: str) -> None:
-    """Refuse a URL whose password holds an unescaped ``?`` or ``#``.
+    """Refuse a URL whose password holds a reserved character left unescaped (``#``, ``?``, ``/``).
 
-    Such a URL parses as a host cut at that character (the rest of the password reads as options or a fragment):
-    the store would connect elsewhere, and messages built from the parsed parts would show the password.
+    Such a URL parses as a host cut at that character (the rest of the password reads as a path, options or a
+    fragment): the store would connect elsewhere with part of the password, silently (a ``#``), or messages built
+    from the parsed parts would show the rest of it. Told by: a fragment (no Redis URL has one); a password and
+    no host, or a "port" that is no number (``:pass/word@host`` cut at its ``/``); a ``?`` after a
+    ``user:password`` part whose ``password`` is not a port, followed by an ``@``.
 
     Raises:
         ValueError: Naming the fix, the URL masked as text.
     """
     authority = url.partition("//")[2]
-    cut = min((i for i in (authority.find("?"), authority.find("#")) if i >= 0), default=-1)
-    before = authority[:cut]  # a '?' after the host ends it; one before any '/' or '@' may be inside a password
-    if cut >= 0 and "@" in authority[cut:] and "/" not in before and "@" not in before:
+    cut = authority.find("?")
+    before = authority[:cut]
+    question = (
+        cut >= 0
+        and "@" in authority[cut:]
+        and not {"/", "@"} & set(before)
+        and ":" in before
+        and not before.rpartition(":")[2].isdigit()  # host:port?option=a@b is no password
+    )
+    try:
+        parts = urlsplit(url)
+        cut_short = (parts.password is not None and not parts.hostname) or (parts.port is None and ":" in parts.netloc)
+    except ValueError:  # a port that is no number (":pass/word@host" cut at its "/"), or not a URL at all
+        cut_short = "@" in authority
+    if "#" in url or question or cut_short:
+        masked = _PASSWORD_OPTION.sub(r"\g<name>***", _masked_userinfo(url))  # as text: its last "@" ends it
         msg = (
-            f"store URL {redacted(url)!r}: its password holds '?' or '#': percent-encode them in the URL "
-            "(%3F, %23), as every reserved character of a password"
+            f"store URL {masked!r}: its password holds a reserved character ('#', '?', '/', ...) or the URL has "
+            "a fragment: percent-encode such characters of a password (%23, %3F, %2F)"
         )
         raise ValueError(msg)
 

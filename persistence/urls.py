@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from typing import TYPE_CHECKING
-from urllib.parse import parse_qs, parse_qsl, urlsplit
+from urllib.parse import parse_qs, parse_qsl, unquote_plus, urlsplit
 
 from persistence._redis_url import redacted, refuse_unescaped_userinfo
 from persistence.dynamodb import DynamoDBPersistenceLayer
@@ -91,6 +91,6 @@ def _redis(url: str) -> PersistenceLayer:
     query = parse_qsl(parts.query, keep_blank_values=True)  # ?key_prefix= is an empty prefix, not the default
     prefixes = [value for name, value in query if name == "key_prefix"]
     # The other options as they came, unencoded and re-encoded never: a message about the URL masks its password.
-    rest = "&".join(part for part in parts.query.split("&") if part.partition("=")[0] != "key_prefix")
+    rest = "&".join(p for p in parts.query.split("&") if unquote_plus(p.partition("=")[0]) != "key_prefix")
     prefix = prefixes[-1] if prefixes else "idempotency:"
     return RedisPersistenceLayer(url=parts._replace(query=rest).geturl(), key_prefix=prefix)

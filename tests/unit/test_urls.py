@@ -106,13 +106,15 @@ def test_a_redis_option_nobody_knows_is_refused_when_built_without_showing_the_p
         ("rediss://:hunter2?x@cache:6379/0?bad=1", "rediss://:***@cache:6379/0?bad=1"),
         ("rediss://:hun?ter2@cache:6379/0", "rediss://:***@cache:6379/0"),
         ("redis://:hun#ter2@cache/0?cluster=maybe", "redis://:***@cache/0?cluster=maybe"),
-        ("redis://:hun/t?er2@cache:1/0", "redis://:***@cache:1/0"),  # a '/' too: the option name is not shown
+        ("redis://:hun/t?er2@cache:1/0", "redis://:***@cache:1/0"),  # a '/' too: read as a port that is no number
+        ("redis://:hun/ter2?x=3@cache:6379/0", "redis://:***@cache:6379/0"),  # would show 'x' as an option
+        ("redis://:hun@ter2#x@cache:6379/0", "redis://:***@cache:6379/0"),  # an '@' too: host 'ter2', silently
     ],
 )
 def test_a_url_that_names_no_store_is_refused_without_showing_its_password(url, shown, capsys):
     with pytest.raises(ValueError, match=re.escape(repr(shown))) as caught:
         store_from_url(url)
-    assert not {"hunter2", "hun", "ter2", "er2"} & set(re.split(r"\W+", str(caught.value)))
+    assert not {"hunter2", "hun", "ter2", "er2", "x", "t"} & set(re.split(r"\W+", str(caught.value)))
     assert main(["records", "list", "--store", url]) == 2  # the CLI's --store says the same, in one line
     assert capsys.readouterr().err == f"idempotent-consumer: {caught.value}\n"
 
@@ -147,3 +149,13 @@ def test_threads_making_a_url_stores_first_call_at_once_share_one_client():
             clients = list(pool.map(lambda _: first_call(), range(8)))
         assert len({id(c) for c in clients}) == 1
         store.close()
+
+
+def test_an_at_sign_in_an_option_value_and_an_encoded_key_prefix_are_taken_as_they_are():
+    # Neither holds a password: an '@' after the host's options, an option name percent-encoded.
+    store = store_from_url("redis://cache:6379?client_name=worker@host-1")
+    assert store.client.connection_pool.connection_kwargs["client_name"] == "worker@host-1"
+    store.close()
+    store = store_from_url("redis://localhost/0?key%5Fprefix=app:")
+    assert store.key_prefix == "app:"
+    store.close()
