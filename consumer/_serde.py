@@ -123,7 +123,8 @@ def _keyable(value: Any, active: set[int]) -> Any:  # noqa: C901, PLR0911, PLR09
         if isinstance(value, dict):
             keys = [k if isinstance(k, str) else _key(k) for k in value]
             if len(set(keys)) < len(keys):
-                raise ValueError(f"two keys of a dict serialize alike: {sorted(map(repr, value))}")
+                kinds = sorted({type(k).__name__ for k in value})  # by type: the keys are the record's data
+                raise ValueError(f"two keys of a dict serialize alike (keys of types {', '.join(kinds)})")
             pairs = sorted([k, _keyable(v, active)] for k, v in zip(keys, value.values(), strict=True))
             return {_TAG: "dict", "v": pairs} if _TAG in keys else dict(pairs)
         if isinstance(value, (list, tuple)):

@@ -110,6 +110,12 @@ def test_unserializable_selection_is_a_key_error():
         make_key({"k": object()}, IdempotencyConfig(event_key_jmespath="k"))
 
 
+def test_keys_that_serialize_alike_are_named_by_their_types_never_by_their_values():
+    with pytest.raises(IdempotencyKeyError, match=r"serialize alike \(keys of types int, str\)") as caught:
+        make_key({"card": {4111: "a", "4111": "b"}}, IdempotencyConfig(event_key_jmespath="card"))
+    assert "4111" not in str(caught.value)
+
+
 def test_other_hash_functions():
     key = make_key({"messageId": "m"}, IdempotencyConfig(hash_function="blake2b", key_prefix="p"))
     assert key == "p#" + hashlib.blake2b(b'"m"').hexdigest()
