@@ -376,7 +376,7 @@ def test_an_async_record_waiting_when_the_deadline_timer_fires_is_deferred(store
             EventType.KAFKA, store=store, config=HEADER, max_concurrency=2, raise_on_entire_batch_failure=False
         )
         event = kafka_event(keyed(0, 10, b"same"), keyed(1, 20, b"same"))
-        return await processor.process(event, handler, FakeContext(remaining_ms=1300)), processor
+        return await processor.process(event, handler, FakeContext(remaining_ms=2000)), processor
 
     started = time.monotonic()
     response, processor = asyncio.run(main())
