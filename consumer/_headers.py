@@ -106,17 +106,3 @@ def producer_header(record: Any, name: str) -> Any:
     if "detail-type" in record and isinstance(detail, Mapping):  # EventBridge
         return _lookup(detail, name)
     return None
-
-
-HEADERLESS_SOURCES = ("kinesis", "dynamodb")  # EventType values whose records carry no header to key on
-
-
-def refuse_key_header(source: str) -> None:
-    """Refuse ``key_header`` for a source whose records have no headers (``source``: an ``EventType`` value).
-
-    Raises:
-        ValueError: ``source`` is Kinesis or DynamoDB Streams.
-    """
-    if source in HEADERLESS_SOURCES:
-        msg = f"key_header: {source} records carry no headers; select the key with event_key_jmespath"
-        raise ValueError(msg)

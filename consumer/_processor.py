@@ -22,9 +22,8 @@ from consumer._batch_event import (
 )
 from consumer._batch_run import Item, RunSettings
 from consumer._handlers import LAMBDA_CONTEXT, OWN, handler_shape, refuse_dropped_cutover
-from consumer._headers import refuse_key_header
 from consumer._report import Reporter, check_hook
-from consumer.event_sources import EventType, RecordT, failure_identifier, resolve_event_type
+from consumer.event_sources import EventType, RecordT, failure_identifier, refuse_key_header, resolve_event_type
 from consumer.metrics import resolve
 
 if TYPE_CHECKING:

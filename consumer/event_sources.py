@@ -261,3 +261,17 @@ def ordering_key(record: Record) -> str | None:
     if isinstance(record, DynamoDBStreamRecord):
         return canonical_json(record.keys)
     return record.topic_partition
+
+
+HEADERLESS_SOURCES = (EventType.KINESIS.value, EventType.DYNAMODB_STREAMS.value)  # records without headers to key on
+
+
+def refuse_key_header(source: str) -> None:
+    """Refuse ``key_header`` for a source whose records have no headers (``source``: an ``EventType`` value).
+
+    Raises:
+        ValueError: ``source`` is Kinesis or DynamoDB Streams.
+    """
+    if source in HEADERLESS_SOURCES:
+        msg = f"key_header: {source} records carry no headers; select the key with event_key_jmespath"
+        raise ValueError(msg)
