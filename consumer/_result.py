@@ -84,16 +84,15 @@ def completed_record(
         return held.completed(None, expires_at), e, e
 
 
-def checked_serializer(serializer: BaseIdempotencySerializer | None) -> BaseIdempotencySerializer | None:
-    """``serializer`` if it is a serializer instance (or ``None``).
+def check_serializer(serializer: BaseIdempotencySerializer) -> None:
+    """Refuse what is not a serializer instance.
 
     Raises:
         TypeError: A serializer class, or anything without a ``to_dict`` method.
     """
-    if serializer is not None and (isinstance(serializer, type) or not callable(getattr(serializer, "to_dict", None))):
+    if isinstance(serializer, type) or not callable(getattr(serializer, "to_dict", None)):
         msg = (
             f"output_serializer={serializer!r}: pass a serializer instance, such as DataclassSerializer(Receipt) "
             "(only @idempotent_function builds one from a return annotation)"
         )
         raise TypeError(msg)
-    return serializer

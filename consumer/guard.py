@@ -17,7 +17,7 @@ from consumer._errors import (
 )
 from consumer._held import hold, in_progress_error, let_go, release_failure
 from consumer._output import decode_output, unstored, without_response
-from consumer._result import checked_serializer, completed_record, refusal
+from consumer._result import check_serializer, completed_record, refusal
 from consumer._unguarded import idempotency_disabled, warn_unguarded
 from consumer._unrun import PLAIN_RESULTS, never_ran
 from consumer.config import IdempotencyConfig
@@ -121,7 +121,7 @@ class IdempotencyGuard:
         self.key_prefix = key_prefix
         self.disabled = disabled
         if output_serializer is not None:
-            checked_serializer(output_serializer)
+            check_serializer(output_serializer)
         self.output_serializer = self._entered_serializer = output_serializer
         self.key: str | None = None
         self.result: Any = None
