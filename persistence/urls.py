@@ -6,7 +6,7 @@ import os
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, parse_qsl, unquote_plus, urlsplit
 
-from persistence._redis_url import redacted, refuse_unescaped_userinfo
+from persistence._redis_url import redacted
 from persistence.dynamodb import DynamoDBPersistenceLayer
 from persistence.memory import InMemoryPersistenceLayer
 from persistence.sqlite import DEFAULT_PATH, SQLitePersistenceLayer
@@ -86,7 +86,6 @@ def _dynamodb(url: str, table: str, query: dict[str, list[str]]) -> DynamoDBPers
 def _redis(url: str) -> PersistenceLayer:
     from persistence.redis import RedisPersistenceLayer  # noqa: PLC0415 - the optional store, only when named
 
-    refuse_unescaped_userinfo(url)  # before the URL is taken apart and put together again, re-encoded
     parts = urlsplit(url)
     query = parse_qsl(parts.query, keep_blank_values=True)  # ?key_prefix= is an empty prefix, not the default
     prefixes = [value for name, value in query if name == "key_prefix"]
