@@ -26,6 +26,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 # Every example below runs as written from any directory (tests/integration/test_package.py runs each one in a
 # fresh virtual environment with the built wheel): the files they name are the user's own (app.py defining
 # `handler`, event.json), the keys are what `records list` shows, and URLs are quoted for the shell.
+KEY_HELP = "the record's key, as records list shows it (PREFIX#HASH)"
 STORE_HELP = f"store URL: this option, else ${STORE_URL_VARIABLE}, else {DEFAULT_STORE_URL} (in the current directory)"
 RECORDS_DESCRIPTION = f"""See and reset idempotency records.
 
@@ -138,7 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     run = _subparser(commands, "invoke", "run a handler locally on an event file", INVOKE_EXAMPLES,
                      description=INVOKE_DESCRIPTION)  # fmt: skip
-    run.add_argument("handler", metavar="MODULE:HANDLER")
+    run.add_argument(
+        "handler", metavar="MODULE:HANDLER", help="the handler to run, as Lambda's Handler names it (app:handler)"
+    )
     run.add_argument("--event", required=True, metavar="FILE", help="the event, as JSON ('-' for stdin)")
     run.add_argument("--store", default=None, metavar="URL", help=f"the handler's {STORE_HELP}")
     run.add_argument("--repeat", type=_positive, default=1, metavar="N", help="invoke N times (redeliveries)")
@@ -177,14 +180,14 @@ def _add_records(commands: Any) -> None:
     actions = records.add_subparsers(dest="records_command", required=True)
     show_list = _subparser(actions, "list", "list records", RECORDS_EXAMPLES, parents=[store, listing])
     show_list.add_argument("--status", choices=[s.value for s in RecordStatus], help="EXPIRED is derived from time")
-    show_list.add_argument("--limit", type=_positive, default=None, metavar="N")
+    show_list.add_argument("--limit", type=_positive, default=None, metavar="N", help="show at most N records")
     show_list.set_defaults(action=ops.records_list)
     show = _subparser(actions, "show", "the whole record, response pretty-printed", RECORDS_EXAMPLES, parents=[store])
-    show.add_argument("key", metavar="KEY")
+    show.add_argument("key", metavar="KEY", help=KEY_HELP)
     show.set_defaults(action=ops.records_show)
     delete = _subparser(actions, "delete", "let one record run again", RECORDS_EXAMPLES, parents=[store],
                         description=DELETE_DESCRIPTION)  # fmt: skip
-    delete.add_argument("key", metavar="KEY")
+    delete.add_argument("key", metavar="KEY", help=KEY_HELP)
     delete.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     delete.add_argument("--force", action="store_true",
                         help="delete even a live IN_PROGRESS lock (a duplicate may run beside its holder)")  # fmt: skip
@@ -216,9 +219,12 @@ def _add_table(commands: Any) -> None:
     table = _subparser(commands, "table", "manage the DynamoDB idempotency table", TABLE_EXAMPLES)
     actions = table.add_subparsers(dest="table_command", required=True)
     create = _subparser(actions, "create", "create the table with TTL enabled (exists already: fine)", TABLE_EXAMPLES)
-    create.add_argument("--table", required=True, metavar="NAME")
-    create.add_argument("--endpoint-url", default=None, metavar="URL")
-    create.add_argument("--region", default=None)
+    create.add_argument("--table", required=True, metavar="NAME", help="the table's name")
+    create.add_argument("--endpoint-url", default=None, metavar="URL",
+                        help="a DynamoDB endpoint other than AWS's (DynamoDB Local)")  # fmt: skip
+    create.add_argument(
+        "--region", default=None, help="the AWS region (default: $AWS_REGION, else ~/.aws/config, as boto3 reads them)"
+    )
     create.add_argument("--sort-key", action="store_true", help="composite key: id (partition) + sort_key")
     create.set_defaults(action=ops.table_create)
 

@@ -184,3 +184,23 @@ def test_debug_is_taken_before_or_after_the_command(argv, debug):
     from consumer.cli import build_parser  # noqa: PLC0415 - this test's alone
 
     assert build_parser().parse_args(argv).debug is debug
+
+
+def test_every_option_and_argument_of_every_command_has_help_text():
+    import argparse  # noqa: PLC0415 - this test's alone
+
+    from consumer.cli import build_parser  # noqa: PLC0415 - this test's alone
+
+    def walk(parser, path):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield from walk(sub, [*path, name])
+            elif not isinstance(action, argparse._HelpAction):
+                yield " ".join(path), action
+
+    walked = list(walk(build_parser(), ["idempotent-consumer"]))
+    assert len(walked) >= 25
+    silent = [f"{path} {action.option_strings or action.dest}" for path, action in walked
+              if not action.help or action.help == argparse.SUPPRESS]  # fmt: skip
+    assert silent == []
