@@ -14,6 +14,7 @@ from consumer import __version__
 from consumer import _cli_records as ops
 from consumer._cli_key import key_command
 from consumer._cli_records import CommandError, out, store_url
+from consumer._cli_story import LAMBDA_RETRIES, Batches, story
 from consumer._shadowing import shadowing_in
 from consumer.local_context import LocalContext
 from persistence import DEFAULT_STORE_URL, STORE_URL_VARIABLE, IdempotencyError, RecordStatus
@@ -62,6 +63,10 @@ TABLE_EXAMPLES = """examples:
 """
 INVOKE_DESCRIPTION = f"""Run a handler locally with a stand-in Lambda context; print each response as one JSON line.
 
+On stderr, for each delivery, what became of each record of the batch it processed: ran and committed,
+replayed, failed (why), skipped or deferred. A delivery that raises is one line (Lambda delivers the whole
+event again) and the next one still runs; the command then exits 1.
+
 The handler gets its store URL in ${STORE_URL_VARIABLE} (persistence.store_from_url() reads it):
 --store if given, else ${STORE_URL_VARIABLE} as the environment has it, else {DEFAULT_STORE_URL}.
 """
@@ -107,7 +112,12 @@ def _read_event(path: str) -> Any:
 
 
 def invoke(args: argparse.Namespace) -> int:
-    """Run a handler locally with a stand-in Lambda context; print each response as one JSON line.
+    """Run a handler locally with a stand-in Lambda context, ``--repeat`` times, telling what each delivery did.
+
+    Each response is one JSON line on stdout. On stderr, for each batch the handler processed, each record's
+    fate: ran, replayed, failed (why), skipped or deferred. A delivery that raises (a batch whose every record
+    failed raises ``BatchProcessingError``) is one line naming what Lambda would do, and the next one still runs,
+    as Lambda's would: the command then exits 1.
 
     The handler's store URL (``$IDEMPOTENCY_STORE_URL``, which ``store_from_url()`` reads) is ``--store``,
     else the variable as the environment has it, else the SQLite file in the current directory.
@@ -117,16 +127,31 @@ def invoke(args: argparse.Namespace) -> int:
         os.environ["AWS_LAMBDA_FUNCTION_NAME"] = args.function_name
     handler = load_handler(args.handler)
     event = _read_event(args.event)
+    batches, raised = Batches(), 0
     for attempt in range(1, args.repeat + 1):
         context = LocalContext(timeout_ms=int(args.timeout * 1000), function_name=args.function_name or "local")
+        error: Exception | None = None
         try:
             response = handler(event, context)
         except Exception as e:
             if args.debug:
                 raise
-            raise CommandError(f"invocation {attempt} raised {type(e).__name__}: {e}") from e
+            error = e
+        for line in story(attempt, args.repeat, batches.processed()):
+            _say(line)
+        if error is not None:
+            raised += 1
+            _say(f"idempotent-consumer: invocation {attempt} raised {type(error).__name__}: {error}; {LAMBDA_RETRIES}")
+            continue
         out(json.dumps(response, default=str, ensure_ascii=False))
-    return EXIT_OK
+        sys.stdout.flush()
+    return EXIT_OK if not raised else EXIT_FAILED
+
+
+def _say(line: str) -> None:
+    """One line of the story, on stderr beside the library's own log lines (stdout holds the responses)."""
+    sys.stdout.flush()
+    print(line, file=sys.stderr, flush=True)  # noqa: T201 - the command's output
 
 
 def build_parser() -> argparse.ArgumentParser:
