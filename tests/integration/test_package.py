@@ -323,3 +323,19 @@ def test_every_help_example_runs_as_written_outside_the_repository(installed, tm
         ran += 1
     assert ran >= 12
     assert (tmp_path / "orders.sqlite3").exists()  # the example naming IDEMPOTENCY_STORE_URL used it
+
+
+def test_make_demo_installs_the_runtime_dependencies_alone_and_the_demo_runs_on_them(installed, tmp_path):
+    dry = run("make", "-n", "-C", ROOT, "demo", f"VENV={tmp_path / 'venv'}")
+    assert dry.returncode == 0, dry.stderr
+    installs = [line for line in dry.stdout.splitlines() if " -m pip install " in line]
+    assert len(installs) == 1, dry.stdout
+    assert installs[0].endswith(" -e ."), installs  # the library and its dependencies: no extra, no dev tools
+    # The fresh environment holds the wheel and its dependencies only; the demo runs there, the library the wheel's.
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "samples").symlink_to(ROOT / "samples", target_is_directory=True)
+    result = subprocess.run([installed.python, "-m", "samples.demo"], capture_output=True, text=True, cwd=tmp_path,
+                            env=user_env(installed, PYTHONPATH=str(tmp_path / "code")), timeout=TIMEOUT,
+                            check=False)  # fmt: skip
+    assert (result.returncode, result.stderr) == (0, ""), result.stderr
+    assert "Every order was charged exactly once" in result.stdout
