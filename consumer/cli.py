@@ -10,7 +10,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from consumer import __version__
+try:
+    from consumer import __version__
+except ImportError as e:  # the consumer/__init__.py found is not ours: another distribution's, installed over it
+    from consumer._shadowing import clobbered_message
+
+    raise SystemExit(f"idempotent-consumer: {clobbered_message()}") from e
 from consumer import _cli_records as ops
 from consumer._cli_key import key_command
 from consumer._cli_records import CommandError, out, store_url
