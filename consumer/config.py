@@ -70,7 +70,7 @@ class IdempotencyConfig:
             ``raise_on_no_idempotency_key`` it fails instead. Kinesis and DynamoDB Streams processors refuse it.
         prefix: The key prefix in force (derived: ``key_prefix``, else the function name, else ``"local"``).
 
-    Example:
+    Examples:
         >>> IdempotencyConfig(event_key_jmespath="powertools_json(body).order_id").expires_after_seconds
         3600
     """

@@ -86,7 +86,7 @@ class PowertoolsCutover:
     Powertools deployment used. Name the decorated function whose records to find (``function``), unless
     Powertools was given a ``key_prefix``.
 
-    Example:
+    Examples:
         >>> import datetime as dt
         >>> cutover = PowertoolsCutover(
         ...     table_name="IdempotencyTable",

@@ -87,7 +87,7 @@ class SQLitePersistenceLayer:
     threads and between processes sharing the file. Each thread (and each forked process) gets its own
     connection.
 
-    Example:
+    Examples:
         >>> import tempfile, os
         >>> from persistence import SQLitePersistenceLayer
         >>> store = SQLitePersistenceLayer(os.path.join(tempfile.mkdtemp(), "idempotency.sqlite3"))
