@@ -128,8 +128,9 @@ class RedisPersistenceLayer:
             key_prefix: Where this store's keys live; ``records list`` scans only these.
             expiry_margin_seconds: Added to the time a record has left (by our clock) for the key's Redis
                 expiry: the slack for a server that runs fast or a commit long after the lock.
-            allow_eviction: Use a server whose ``maxmemory-policy`` may evict keys. Refused by default: an
-                evicted record runs its body again, and an evicted lock lets a duplicate run alongside.
+            allow_eviction: Use a server whose ``maxmemory-policy`` may evict keys. Refused by default (asked on
+                the first call, then by an acquire ``EVICTION_CHECK_MS`` after the last check): an evicted record
+                runs its body again, and an evicted lock lets a duplicate run alongside.
 
         Raises:
             ValueError: Neither or both of ``client`` and ``url``; a URL this store cannot use; a negative margin;

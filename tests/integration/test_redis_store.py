@@ -253,6 +253,24 @@ def test_a_server_that_starts_evicting_while_in_use_is_refused_from_the_next_che
     store.close()
 
 
+def test_the_eviction_check_costs_one_info_per_primary_a_minute_by_the_guards_clock(redis_server):
+    # What the re-check adds to the requests per record: nothing, but for one INFO on the first acquire
+    # EVICTION_CHECK_MS after the last check; commits, releases and reads never ask.
+    client = redis_server.client()
+    store = RedisPersistenceLayer(client=client, key_prefix="check-cost:")
+    asked, info = [], client.info
+    client.info = lambda *a, **kw: asked.append(1) or info(*a, **kw)
+    for n, at_ms in enumerate([0, 1, EVICTION_CHECK_MS - 1, EVICTION_CHECK_MS, 2 * EVICTION_CHECK_MS - 1]):
+        held = lock(f"k{n}", now_ms=NOW_MS + at_ms)
+        assert store.acquire(held, NOW_MS + at_ms) is None
+        store.complete(done(held))
+        store.get(held.key)
+    assert len(asked) == 2  # the first call, and the acquire a minute after it
+    assert store.acquire(lock("k9", now_ms=NOW_MS - 1), NOW_MS - 1) is None  # a clock set back asks again
+    assert len(asked) == 3
+    client.close()
+
+
 def _keys_of(event, prefix: str) -> list[str]:
     """The stored keys of the records of ``event``, as a batch on any store names them."""
     processor = BatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer())
