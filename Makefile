@@ -16,10 +16,11 @@ export DYNAMODB_LOCAL_DIR := $(abspath $(DDB_LOCAL_DIR))/node_modules/dynamo-db-
 install: $(VENV)/.installed $(DDB_LOCAL_DIR)/.installed $(BENCH_VENV)/.installed
 
 # The library and its runtime dependencies alone: what make demo needs. The development tools come on top of it.
+# --no-compile: bytecode is written as modules are first imported, not for the thousands of botocore files up front.
 $(VENV)/.runtime: pyproject.toml
 	@echo "==> $(VENV): a virtual environment with the library and its runtime dependencies (pyproject.toml)"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on -e .
+	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on --no-compile -e .
 	touch $@
 
 $(VENV)/.installed: pyproject.toml $(VENV)/.runtime
