@@ -355,7 +355,9 @@ class PowertoolsCutover:
         """:meth:`read_through` for ``async with``: the read runs in a thread; a cancellation waits for it.
 
         Raises:
-            The same as :meth:`read_through` (and ``asyncio.CancelledError``, our lock released).
+            PersistenceLayerError: As :meth:`read_through` raises it (our lock was released).
+            IdempotencyValidationError: As :meth:`read_through` raises it (our lock was released).
+            asyncio.CancelledError: The task was cancelled: the read ran to its end, and our lock was released.
         """
         import asyncio  # noqa: PLC0415 - imported by the running loop already
 
