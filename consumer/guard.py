@@ -165,7 +165,8 @@ class IdempotencyGuard:
             existing = self._sync_store().acquire(record, now_ms)
             cutover = self.config.powertools_cutover
             if existing is None and cutover is not None and cutover.is_open(now_ms):  # hook: key free, body next
-                existing = cutover.read_through(self.data, record, self._sync_store(), now_ms)  # consumer/cutover.py
+                limit = self.config.max_decoded_bytes
+                existing = cutover.read_through(self.data, record, self._sync_store(), now_ms, limit)  # cutover.py
             self._acquired(record, now_ms, existing)
         return self._entered()
 
@@ -191,7 +192,8 @@ class IdempotencyGuard:
             existing = await acquire_settled(store, record, now_ms)
         cutover = self.config.powertools_cutover
         if existing is None and cutover is not None and cutover.is_open(now_ms):  # hook: key free, body next
-            existing = await cutover.aread_through(self.data, record, store, now_ms)  # consumer/cutover.py
+            limit = self.config.max_decoded_bytes
+            existing = await cutover.aread_through(self.data, record, store, now_ms, limit)  # consumer/cutover.py
         self._acquired(record, now_ms, existing)
         return self._entered()
 
