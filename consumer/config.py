@@ -71,7 +71,7 @@ class IdempotencyConfig:
         max_decoded_bytes: The most each decoding function of a key expression (and of the Powertools cut-over)
             produces from one record (default 6 MiB, Lambda's payload limit): ``base64_gzip_decode`` inflates and
             ``base64_decode`` decodes at most that many bytes; ``json_parse`` reads at most that many characters,
-            with at most one ``{``, ``[`` or ``,`` per 16 of them. Past it, the record fails alone with a
+            with at most one ``{``, ``[``, ``:`` or ``,`` per 16 of them. Past it, the record fails alone with a
             ``DecodeLimitError`` (an ``IdempotencyKeyError``) naming the function and the limit.
         prefix: The key prefix in force (derived: ``key_prefix``, else the function name, else ``"local"``).
 
