@@ -14,6 +14,7 @@ from consumer import __version__
 from consumer import _cli_records as ops
 from consumer._cli_key import key_command
 from consumer._cli_records import CommandError, out, store_url
+from consumer._one_line import one_line
 from consumer._shadowing import shadowing_in
 from consumer.local_context import LocalContext
 from persistence import DEFAULT_STORE_URL, STORE_URL_VARIABLE, IdempotencyError, RecordStatus
@@ -250,7 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _fail(message: str, code: int) -> int:
-    print(f"idempotent-consumer: {message}", file=sys.stderr)  # noqa: T201 - the command's output
+    print(f"idempotent-consumer: {one_line(message)}", file=sys.stderr)  # noqa: T201 - the command's output
     return code
 
 

@@ -204,7 +204,9 @@ def test_a_record_holding_itself_is_selected_from_as_before():
 def test_plain_json_data_is_not_copied_to_select_a_key(monkeypatch):
     record = {"order": {"order_id": "o-1", "lines": [{"sku": "a"}]}, "tenant": "t-1"}
     seen = []
-    monkeypatch.setattr(keys, "search", lambda expression, data, _options: seen.append(data) or data["order"]["order_id"])
+    monkeypatch.setattr(
+        keys, "search", lambda expression, data, _options: seen.append(data) or data["order"]["order_id"]
+    )
     make_key(record, IdempotencyConfig(event_key_jmespath="order.order_id"))
     assert len(seen) == 1
     assert seen[0] is record
