@@ -212,7 +212,10 @@ class PowertoolsCutover:
         return payload if expression is None else expression.search(payload, options=options)
 
     def powertools_key(self, data: Any, *, max_decoded_bytes: int = DEFAULT_MAX_DECODED_BYTES) -> str | None:
-        """The key Powertools gave ``data`` (what its decorated function received); ``None``: it kept no record.
+        """The key Powertools gave ``data``; ``None``: it kept no record.
+
+        ``data`` is what our guard receives (a batch's record, a typed record, the data of an ``@idempotent_function``),
+        standing for what the Powertools function received: a batch record is hashed as its event carries it.
 
         Raises:
             DecodeLimitError: A decoding function met more than ``max_decoded_bytes`` (Powertools may have kept one).
