@@ -26,7 +26,6 @@ from consumer import (
     EventType,
     IdempotencyConfig,
     IdempotencyConfigError,
-    IdempotencyGuard,
     IdempotencyKeyError,
     Outcome,
     PowertoolsCutover,
@@ -209,7 +208,7 @@ def test_the_bounded_inflate_refuses_what_gzip_decompress_refuses_with_its_error
         inflate(data, 100, "f")
 
 
-def test_the_powertools_cutover_fails_the_record_unrun_on_a_bomb_in_its_own_key():
+def test_the_powertools_cutover_fails_the_record_unrun_on_a_bomb_in_its_own_key(face):
     # Our key is the message id; Powertools' inflated the body. Unbounded, Powertools may have keyed this record,
     # so it is not "a record Powertools kept no record of" (which would run the body): it fails, our lock released.
     read: list[object] = []
@@ -226,15 +225,14 @@ def test_the_powertools_cutover_fails_the_record_unrun_on_a_bomb_in_its_own_key(
     store = InMemoryPersistenceLayer()
     config = IdempotencyConfig(event_key_jmespath="messageId", powertools_cutover=cutover, max_decoded_bytes=MiB)
     ran: list[str] = []
-    guard = IdempotencyGuard({"messageId": "m-1", "body": INFLATING}, store=store, config=config)
-    with pytest.raises(DecodeLimitError, match="the Powertools cut-over's key of") as refused, guard:
-        ran.append("m-1")
+    with pytest.raises(DecodeLimitError, match="the Powertools cut-over's key of") as refused:
+        face.guarded({"messageId": "m-1", "body": INFLATING}, lambda _: ran.append("m-1"), store=store, config=config)
     assert (refused.value.function, refused.value.limit) == ("powertools_base64_gzip", MiB)
     assert ran == []
     assert read == []
     assert list(store.scan()) == []  # our lock was released
-    with IdempotencyGuard({"messageId": "m-2", "body": order("o-2")}, store=store, config=config):
-        ran.append("m-2")  # within the limit, Powertools' key is read as before
+    # Within the limit, Powertools' key is read as before.
+    face.guarded({"messageId": "m-2", "body": order("o-2")}, lambda _: ran.append("m-2"), store=store, config=config)
     assert ran == ["m-2"]
     assert len(read) == 1
 
