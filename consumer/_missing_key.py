@@ -9,25 +9,25 @@ No payload value is quoted: the record is named by its id, the field by the expr
 
 from __future__ import annotations
 
-import base64
 import binascii
-import gzip
 import json
 import re
-import zlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from jmespath.exceptions import JMESPathError
 from jmespath.visitor import TreeInterpreter
 
-from consumer._jmespath import OPTIONS
+from consumer._errors import DecodeLimitError
+from consumer._jmespath import DEFAULT_MAX_DECODED_BYTES, decode_base64, inflate, options, parse_json
 from consumer.keys import kafka_place
 
 if TYPE_CHECKING:
     from jmespath.parser import ParsedResult
 
-_INTERPRETER = TreeInterpreter(OPTIONS)
+_INTERPRETER = TreeInterpreter(options(DEFAULT_MAX_DECODED_BYTES))
+# The hint decodes a producer's field as the key functions would, within their default bound: a bomb gets no hint.
+_BOUND = DEFAULT_MAX_DECODED_BYTES
 _CHAINS = frozenset(("subexpression", "index_expression"))  # a.b[0].c: steps, each applied to the last's value
 _OF_THEIR_PARTS = frozenset(
     ("multi_select_list", "multi_select_dict", "key_val_pair", "or_expression", "and_expression")
@@ -125,15 +125,15 @@ def _json_text(text: str) -> tuple[str, str] | None:
     if _is_json_container(text):
         return "JSON text", "powertools_json({})"
     try:
-        raw = base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError):
+        raw = decode_base64(text, _BOUND, "powertools_base64")
+    except (binascii.Error, ValueError, DecodeLimitError):
         return None
     holds, function = "base64-encoded JSON text", "powertools_json(powertools_base64({}))"
     if raw.startswith(_GZIP_MAGIC):
         holds, function = "base64-encoded gzip JSON text", "powertools_json(powertools_base64_gzip({}))"
         try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error):
+            raw = inflate(raw, _BOUND, "powertools_base64_gzip")
+        except (OSError, EOFError, DecodeLimitError):
             return None
     return (holds, function) if _is_json_container(raw) else None
 
@@ -144,9 +144,10 @@ def _is_json_container(text: str | bytes) -> bool:
     if text.lstrip()[:1] not in opening:
         return False
     try:
-        return isinstance(json.loads(text), (dict, list))
-    except (ValueError, UnicodeDecodeError):
+        parsed = parse_json(text if isinstance(text, str) else text.decode(), _BOUND, "powertools_json")
+    except (ValueError, UnicodeDecodeError, RecursionError, DecodeLimitError):
         return False
+    return isinstance(parsed, (dict, list))
 
 
 def _written(step: Mapping[str, Any], *, first: bool) -> str:
