@@ -209,7 +209,10 @@ class PowertoolsCutover:
         return payload if expression is None else expression.search(payload, options=self._options)
 
     def powertools_key(self, data: Any) -> str | None:
-        """The key Powertools gave ``data`` (what its decorated function received); ``None``: it kept no record.
+        """The key Powertools gave ``data``; ``None``: it kept no record.
+
+        ``data`` is what our guard receives (a batch's record, a typed record, the data of an ``@idempotent_function``),
+        standing for what the Powertools function received: a batch record is hashed as its event carries it.
 
         Raises:
             Exception: Whatever selecting or serializing the payload raised (Powertools failed the same way, so it
