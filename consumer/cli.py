@@ -48,7 +48,8 @@ DELETE_DESCRIPTION = """Delete one record so that its record runs again on its n
 A live IN_PROGRESS lock (its holder may still be running) is refused unless --force is given:
 deleting it lets a duplicate run beside the holder. A lock past its deadline (its holder crashed)
 and a COMPLETE record are deleted without --force. Only the record read is deleted: if it changed
-meanwhile (another invocation took it over), nothing is deleted.
+meanwhile (its holder committed it while you were asked, or another invocation acquired it), nothing
+is deleted and the command exits 1.
 """
 KEY_EXAMPLES = """examples:
   # event.json: an event as Lambda delivers it

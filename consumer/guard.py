@@ -314,7 +314,7 @@ class IdempotencyGuard:
             return False
         if held is not None:
             try:
-                self._sync_store().release(held.key, held.lease)
+                self._sync_store().release(held)
             except Exception as e:  # noqa: BLE001 - any store's failure: the body's exception still wins
                 self._release_failed(held, failure, e)
         return self._closed(exc, failure)
@@ -346,7 +346,7 @@ class IdempotencyGuard:
             return False
         if held is not None:
             try:
-                await settled(store.release(held.key, held.lease))
+                await settled(store.release(held))
             except Exception as e:  # noqa: BLE001 - any store's failure: the body's exception still wins
                 self._release_failed(held, failure, e)
         return self._closed(exc, failure)

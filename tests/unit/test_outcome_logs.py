@@ -316,7 +316,7 @@ def test_a_log_handler_or_filter_that_raises_changes_no_outcome(capsys):
 
 def test_a_failed_release_in_a_batch_is_named_on_the_records_own_line(captured):
     class ReleaseFails(InMemoryPersistenceLayer):
-        def release(self, key, lease):  # noqa: ARG002 - the store is unreachable
+        def release(self, record):  # noqa: ARG002 - the store is unreachable
             raise ConnectionError("store unreachable")
 
     processor = BatchProcessor(EventType.SQS, store=ReleaseFails(), raise_on_entire_batch_failure=False)

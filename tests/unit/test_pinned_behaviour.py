@@ -125,9 +125,9 @@ class SlottedStore:
         self.requests += 1
         self.inner.complete(record)
 
-    def release(self, key, lease):
+    def release(self, record):
         self.requests += 1
-        self.inner.release(key, lease)
+        self.inner.release(record)
 
 
 def test_stores_that_cannot_be_weakly_referenced_each_get_a_working_cache_of_their_own():
@@ -248,8 +248,8 @@ def test_a_lock_held_by_another_invocation_says_so_with_its_deadline(store):
 
 
 class ReleaseFails(InMemoryPersistenceLayer):
-    def release(self, key, lease):
-        raise PersistenceLayerError(f"throttled releasing {lease}", key=key)
+    def release(self, record):
+        raise PersistenceLayerError(f"throttled releasing {record.lease}", key=record.key)
 
 
 def test_a_lock_left_by_an_exited_guard_is_another_invocations_not_this_process(store):
@@ -676,7 +676,7 @@ def test_a_lock_lost_error_names_the_operation_the_key_and_what_holds_it_now(sto
         "cannot complete 'k': the lock is no longer ours (the record is IN_PROGRESS under another lease)",
     )
     with pytest.raises(LockLostError) as caught:
-        store.release("k", stale.lease)
+        store.release(stale)
     assert (caught.value.key, str(caught.value)) == (
         "k",
         "cannot release 'k': the lock is no longer ours (the record is IN_PROGRESS under another lease)",
@@ -685,6 +685,15 @@ def test_a_lock_lost_error_names_the_operation_the_key_and_what_holds_it_now(sto
     with pytest.raises(LockLostError) as caught:
         store.complete(stale.completed("1", NOW_S + 3600))
     assert str(caught.value) == "cannot complete 'k': the lock is no longer ours (the record is gone)"
+    committed = IdempotencyRecord.in_progress("c", expires_at=NOW_S + 3600, lock_deadline_ms=NOW_MS + 1_000)
+    store.acquire(committed, NOW_MS)
+    store.complete(committed.completed("1", NOW_S + 3600))
+    with pytest.raises(LockLostError) as caught:
+        store.release(committed)  # the lock as read, committed since
+    assert (
+        str(caught.value)
+        == "cannot release 'c': the lock is no longer ours (the record is COMPLETE under the same lease)"
+    )
 
 
 def test_misuse_of_the_store_contract_names_the_operation(store):
