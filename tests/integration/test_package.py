@@ -368,11 +368,14 @@ def test_a_package_installed_over_ours_is_named_by_the_command_instead_of_an_imp
     other = a_wheel(tmp_path, "other-consumer", {"consumer/__init__.py": '"""Another project\'s consumer."""\n'})
     venv = tmp_path / "venv"
     assert run(sys.executable, "-m", "venv", "--without-pip", venv).returncode == 0
+    # A user's environment: no PYTHONPATH naming this checkout, whose metadata pip would take for an installed copy.
+    env = {**user_env(Installed(venv / "bin" / "python", venv / "bin")), "PIP_CONFIG_FILE": os.devnull}
     for wheel in (built.wheel, other):  # ours first, then the other over it
         pip = run(sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "--no-index",
-                  "--no-deps", "--no-compile", "--disable-pip-version-check", wheel)  # fmt: skip
+                  "--no-deps", "--no-compile", "--disable-pip-version-check", wheel, env=env)  # fmt: skip
         assert pip.returncode == 0, pip.stdout + pip.stderr
-    result = run(venv / "bin" / "idempotent-consumer", "--version", cwd=tmp_path)
+    assert (venv / "bin" / "idempotent-consumer").exists(), "our wheel was not installed"
+    result = run(venv / "bin" / "idempotent-consumer", "--version", cwd=tmp_path, env=env)
     assert result.returncode == 1
     site = next((venv / "lib").glob("python3*/site-packages"))
     assert result.stderr == (
