@@ -268,3 +268,31 @@ def test_every_option_and_argument_of_every_command_has_help_text():
     silent = [f"{path} {action.option_strings or action.dest}" for path, action in walked
               if not action.help or action.help == argparse.SUPPRESS]  # fmt: skip
     assert silent == []
+
+
+HOSTILE_APP = """
+from consumer import BatchProcessor, EventType, process_partial_response
+from persistence import store_from_url
+
+processor = BatchProcessor(EventType.SQS, store=store_from_url())
+
+def fail(record):
+    raise ValueError(record.body)
+
+def handler(event, context):
+    return process_partial_response(event, fail, processor, context)
+"""
+
+
+def test_the_story_keeps_a_producers_line_breaks_on_their_line(tmp_path):
+    # What a record's error quotes is a producer's: a line break in it must not start a forged line of the story.
+    (tmp_path / "hostile_app.py").write_text(HOSTILE_APP)
+    forged = "bad\n  m-2  ran and committed\n[INFO] batch processed"
+    records = [{"messageId": "m-1", "body": forged, "attributes": {}, "eventSource": "aws:sqs"}]
+    (tmp_path / "event.json").write_text(json.dumps({"Records": records}))
+    result = cli(tmp_path, "invoke", "hostile_app:handler", "--event", "event.json", "--store", "memory://")
+    assert result.returncode == 1
+    assert story_of(result.stderr) == {1: {"m-1": "failed: ValueError: bad\\u000a  m-2  ran and committed\\u000a"
+                                               "[INFO] batch processed"}}  # fmt: skip
+    # (The library's own log line carries the traceback, whose last lines are the exception's text, as Python
+    # prints it: that text is not a line of the story.)
