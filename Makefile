@@ -42,8 +42,8 @@ $(BENCH_VENV)/.installed: pyproject.toml bench/requirements.txt
 	$(BENCH_VENV)/bin/python -c "import sys; sys.path.insert(0, 'bench'); import cold_start; cold_start.prepare()"
 	touch $@
 
-# Side by side with Powertools; exits non-zero when a target is missed, and draws docs/bench.png (the README
-# shows it) from the same run. Not part of make test (a smoke run with tiny sizes, drawn into a temp folder, is).
+# Side by side with Powertools; exits non-zero when a target is missed, and draws docs/bench.png (the
+# Performance page shows it) from the same run. Not part of make test (a smoke run with tiny sizes, drawn into a temp folder, is).
 bench: $(BENCH_VENV)/.installed $(DDB_LOCAL_DIR)/.installed
 	tests/loopback-only $(BENCH_VENV)/bin/python bench/run.py --plot docs/bench.png
 

@@ -166,8 +166,8 @@ def idempotent_function(
     (``"{config.prefix}.{module}.{qualname}#{hash}"``), so two functions given the same data do not share
     records. An explicit ``key_prefix`` (here, or ``config.key_prefix``) is the whole prefix, used exactly
     (``"{key_prefix}#{hash}"``): renaming or moving the function keeps its records, and functions sharing one
-    ``key_prefix`` share records. A duplicate returns the stored result (see the README's "Guarantees and
-    limits" for which types replay exactly): a dataclass or a Pydantic model (also ``X | None``, or in a
+    ``key_prefix`` share records. A duplicate returns the stored result (see "What a replay returns" in
+    docs/guarantees.md for which types replay exactly): a dataclass or a Pydantic model (also ``X | None``, or in a
     list, tuple, set or dict) comes back as itself when the return annotation names it, or through
     ``output_serializer`` (:mod:`consumer.serialization`). The key is selected
     from the argument's plain form (a dataclass's fields, a Pydantic model's ``model_dump()``). The lock

@@ -198,7 +198,7 @@ def test_metadata_names_the_licence_version_urls_and_supported_pythons(built):
 
 def test_every_readme_link_resolves_where_pypi_shows_the_readme(built):
     # PyPI renders the long description without the repository: a relative link there goes nowhere. So every link
-    # is absolute, and one into the project names a file of this tree (the image by its raw address).
+    # is absolute, and one into the project names a file of this tree (an image by its raw address).
     meta = wheel_metadata(built.wheel)
     home = dict(u.split(", ", 1) for u in meta.get_all("Project-URL") or [])["Source"]
     owner_repo = home.removeprefix("https://github.com/")
@@ -208,14 +208,14 @@ def test_every_readme_link_resolves_where_pypi_shows_the_readme(built):
     relative = [t for t in targets if not t.startswith(("https://", "#"))]
     assert relative == [], "relative links break on PyPI"
     ours = [t.removeprefix(p).split("#")[0] for t in targets for p in project if t.startswith(p)]
-    assert "docs/bench.png" in ours
+    assert "docs/guarantees.md" in ours  # the limits its first paragraph names
     assert [t for t in ours if not (ROOT / t).is_file()] == []
 
 
 def quick_start() -> tuple[str, str]:
-    """The README's quick start: the first Python block of its section, and the output block after it."""
+    """The README's guard on its own: the first Python block of its section, and the output block after it."""
     readme = (ROOT / "README.md").read_text()
-    section = readme.split("\n## Quick start\n", 1)[1].split("\n## ", 1)[0]
+    section = readme.split("\n## The guard on its own\n", 1)[1].split("\n## ", 1)[0]
     found = re.search(r"```python\n(.*?)```\n\n```text\n(.*?)```", section, re.DOTALL)
     assert found, "the quick start's code and output blocks were not found"
     return found[1], found[2]

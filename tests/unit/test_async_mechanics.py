@@ -318,7 +318,7 @@ def test_the_deadline_response_does_not_wait_for_thread_work_it_abandoned(tmp_pa
     )
     responses, errors = [], []
 
-    def lambda_handler():  # the README's entry point, in its own thread so that the test can outwait it
+    def lambda_handler():  # docs/async.md's entry point, in its own thread so that the test can outwait it
         event, context = sqs_event(sqs_record("a", 1)), FakeContext(remaining_ms=2000)  # the margin in 1 s
         responses.append(asyncio.run(async_process_partial_response(event, handler, processor, context)))
         errors.append(processor.items[0].error)  # the summary of this thread's latest batch

@@ -239,7 +239,7 @@ def test_help_examples_name_only_the_users_own_files(tmp_path):
     [
         (["records", "list"], False),
         (["--debug", "records", "list"], True),
-        (["records", "list", "--debug"], True),  # after the command, as the README's "--debug for a traceback" reads
+        (["records", "list", "--debug"], True),  # after the command, as "--debug for a traceback" reads
         (["key", "--event", "e.json", "--debug"], True),
         (["invoke", "m:h", "--event", "e.json", "--debug"], True),
     ],

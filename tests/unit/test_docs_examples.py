@@ -156,13 +156,34 @@ def test_the_convention_is_found_and_enforced():
     assert (template.runs, template.code) == (False, "x\n")
 
 
-def test_every_test_the_readme_names_exists():
-    # The README's tests only: the migration guide names Powertools' documentation examples the same way.
-    named = set(re.findall(r"`(test_[a-z0-9_]+)`", README.read_text()))
-    assert len(named) >= 30, "the Guarantees and limits section names its tests"
+def test_every_test_the_documents_name_exists():
+    # The migration guide's table names Powertools' documentation examples (its first column) the same way.
+    guide = (ROOT / "docs" / "migrating-from-powertools.md").read_text()
+    examples = set(re.findall(r"^\| `(test_[a-z0-9_]+)` \|", guide, re.MULTILINE))
+    named = {d.relative_to(ROOT).as_posix(): set(re.findall(r"`(test_[a-z0-9_]+)`", d.read_text())) for d in DOCUMENTS}
+    assert len(named["docs/guarantees.md"]) >= 30, "the Guarantees and limits page names its tests"
     defined = {
         m
         for path in [*ROOT.joinpath("tests").rglob("test_*.py"), *ROOT.glob("persistence/testing/_*.py")]
         for m in re.findall(r"def (test_\w+)", path.read_text())
     }
-    assert named - defined == set()
+    assert {d: names - defined - examples for d, names in named.items() if names - defined - examples} == {}
+
+
+def test_the_readme_is_a_first_screen_that_links_every_page():
+    # The README is what PyPI and the repository show first: install, the batch handler, the guard, then links.
+    lines = README.read_text().splitlines()
+    assert len(lines) <= 300
+    assert [n for n, line in enumerate(lines[:60]) if "pip install" in line]
+    assert [n for n, line in enumerate(lines[:60]) if line.startswith(("make demo", "make test"))] != []
+    headings = [line for line in lines if line.startswith("## ")]
+    assert headings == ["## Install", "## An SQS batch handler on DynamoDB", "## The guard on its own",
+                        "## The decorators", "## Documentation"]  # fmt: skip
+    handler = README.read_text().split("\n## An SQS batch handler on DynamoDB\n", 1)[1].split("\n## ", 1)[0]
+    for action in ("PutItem", "UpdateItem", "DeleteItem", "GetItem"):
+        assert f"`dynamodb:{action}`" in handler
+    assert "`id` (String)" in handler
+    assert "TTL on `expiration`" in handler
+    pages = {p.name for p in (ROOT / "docs").glob("*.md")} - {"index.md"}
+    linked = set(re.findall(r"/blob/main/docs/([a-z-]+\.md)", README.read_text()))
+    assert pages - linked == set(), "a page the README's table does not link"

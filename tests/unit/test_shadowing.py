@@ -96,13 +96,13 @@ def test_a_handler_file_named_consumer_py_is_refused_when_it_imports_persistence
 
 def test_a_handler_importing_a_shadowed_consumer_first_gets_pythons_own_error_naming_the_file(tmp_path):
     # None of our code runs: Python imports the user's consumer.py in place of our package. Its error names the
-    # file, and the README's Troubleshooting section quotes this message with the fix; `invoke` catches it first.
+    # file, and docs/troubleshooting.md quotes this message with the fix; `invoke` catches it first.
     root = function_dir(tmp_path, {"consumer.py": "", "app.py": APP})
     result = python(root, "import app")
     assert f"ImportError: cannot import name 'BatchProcessor' from 'consumer' ({root / 'consumer.py'})" in (
         last_line(result)
     )
-    troubleshooting = (ROOT / "README.md").read_text().split("\n## Troubleshooting\n", 1)[1]
+    troubleshooting = (ROOT / "docs" / "troubleshooting.md").read_text()
     shown = message("file", Path("/var/task/persistence.py"), "persistence").replace(str(ROOT), "/opt/python")
     assert f"ImportError: {shown}\n" in troubleshooting  # the message as the library words it
     assert "cannot import name 'BatchProcessor' from 'consumer' (/var/task/consumer.py)" in troubleshooting

@@ -1,9 +1,9 @@
-"""The README's log lines and metrics document are what the code writes: this test writes them and finds them there.
+"""The log lines and EMF document docs/observability.md shows are what the code writes: this test checks it.
 
 One SQS batch (one record charged, one refused) runs in a Lambda-like setting: a handler file at
 ``/var/task/app.py``, a context with its request id and function name, the processor's clock and duration fixed.
 Its log records are formatted as the Lambda runtime writes them (``tests/lambda_log_format.py``) and its EMF
-document is taken from stdout. Two things are left out of what the README shows, and said so there: the
+document is taken from stdout. Two things are left out of what the page shows, and said so there: the
 library's own stack frames and the JSON ``location`` (both name this checkout's paths and line numbers).
 """
 
@@ -25,7 +25,7 @@ from consumer import BatchProcessor, EventType, process_partial_response
 from persistence import InMemoryPersistenceLayer
 
 ROOT = Path(__file__).resolve().parents[2]
-README = ROOT / "README.md"
+PAGE = ROOT / "docs" / "observability.md"
 REQUEST_ID = "c6af9ac6-7b61-11e6-9a41-93e8deadbeef"
 NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 APP = """
@@ -127,28 +127,28 @@ def _indented(document):
     return innermost.sub(one_line, json.dumps(document, indent=2, ensure_ascii=False))
 
 
-def test_the_readme_shows_the_log_lines_lambdas_text_format_writes(written):
+def test_the_page_shows_the_log_lines_lambdas_text_format_writes(written):
     plain, _, _ = written
-    assert f"```text\n{plain}```" in README.read_text()
+    assert f"```text\n{plain}```" in PAGE.read_text()
 
 
-def test_the_readme_shows_the_log_documents_lambdas_json_format_writes(written):
+def test_the_page_shows_the_log_documents_lambdas_json_format_writes(written):
     _, documents, _ = written
-    assert f"```json\n{documents}```" in README.read_text()
+    assert f"```json\n{documents}```" in PAGE.read_text()
 
 
-def test_the_readme_shows_the_emf_document_the_processor_writes(written):
+def test_the_page_shows_the_emf_document_the_processor_writes(written):
     _, _, emf = written
-    assert f"```json\n{emf}```" in README.read_text()
+    assert f"```json\n{emf}```" in PAGE.read_text()
 
 
-def test_the_readme_shows_the_alarm_template_yaml_deploys():
+def test_the_page_shows_the_alarm_template_yaml_deploys():
     template = (ROOT / "template.yaml").read_text()
     start = template.index("  OrdersStuckRecordsAlarm:\n")
     alarm = template[start : template.index("\n  #", start) + 1]
-    assert f"```yaml\n{alarm}```" in README.read_text()
+    assert f"```yaml\n{alarm}```" in PAGE.read_text()
 
 
-def test_the_readme_names_every_event_source_value_a_log_record_carries():
-    listed = re.search(r"`event_source` \(([^)]*)\)", README.read_text()).group(1)
+def test_the_page_names_every_event_source_value_a_log_record_carries():
+    listed = re.search(r"`event_source` \(([^)]*)\)", PAGE.read_text()).group(1)
     assert {value.strip(" `") for value in listed.split(",")} == {source.value for source in EventType}
