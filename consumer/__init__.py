@@ -27,6 +27,7 @@ from consumer._context import (
 )
 from consumer._errors import (
     AlreadyProcessed,
+    DataArgumentError,
     IdempotencyAlreadyInProgressError,
     IdempotencyConfigError,
     IdempotencyInconsistentStateError,
@@ -55,6 +56,7 @@ from consumer.batch import (
     BatchSummary,
     PartialBatchResponse,
     SqsFifoPartialProcessor,
+    UnexpectedBatchTypeError,
     process_partial_response,
 )
 from consumer.config import IdempotencyConfig, ResponseHook
@@ -110,6 +112,7 @@ __all__ = [
     "BatchProcessor",
     "BatchSummary",
     "Clock",
+    "DataArgumentError",
     "DynamoDBStreamRecord",
     "EventType",
     "IdempotencyAlreadyInProgressError",
@@ -147,6 +150,7 @@ __all__ = [
     "ResponseHook",
     "SQSRecord",
     "SqsFifoPartialProcessor",
+    "UnexpectedBatchTypeError",
     "async_process_partial_response",
     "canonical_json",
     "current_idempotency_key",

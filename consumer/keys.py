@@ -317,7 +317,8 @@ def _no_key(data: Any, config: IdempotencyConfig) -> IdempotencyKeyError:
     where = "the record" if expression is None else f"{expression.expression!r}"
     place = kafka_place(data)
     on = f" on {place}" if place else ""
-    return IdempotencyKeyError(f"no idempotency key: {where} selected nothing{on}")
+    # Powertools' first words: code may match on them.
+    return IdempotencyKeyError(f"No data found to create a hashed idempotency_key: {where} selected nothing{on}")
 
 
 def payload_hash(data: Any, config: IdempotencyConfig) -> str | None:

@@ -50,7 +50,7 @@ def store():
 def test_a_selection_of_only_nones_is_a_missing_key(selection):
     config = IdempotencyConfig(event_key_jmespath="k")
     assert make_key({"k": selection}, config) is None
-    with pytest.raises(IdempotencyKeyError, match="no idempotency key"):
+    with pytest.raises(IdempotencyKeyError, match="'k' selected nothing"):
         make_key({"k": selection}, IdempotencyConfig(event_key_jmespath="k", raise_on_no_idempotency_key=True))
 
 

@@ -266,7 +266,10 @@ def test_a_validation_error_carries_the_key_and_names_the_expression(store):
         deliver({"messageId": "m-1", "body": "b"}, store, config=config)
     key = make_key({"messageId": "m-1"}, config)
     assert caught.value.key == key
-    assert str(caught.value) == f"{key!r} was processed for a different payload (payload_validation_jmespath 'body')"
+    assert str(caught.value) == (
+        f"Payload does not match stored record for this event key: {key!r} was processed for a different payload "
+        "(payload_validation_jmespath 'body')"
+    )
 
 
 def test_a_nested_replay_error_carries_the_outer_key_and_names_both(store):
@@ -352,7 +355,7 @@ def test_a_scalar_is_keyed_by_its_json_text(value, text):
 def test_a_missing_whole_record_key_says_the_record_selected_nothing():
     with pytest.raises(IdempotencyKeyError) as caught:
         make_key({}, IdempotencyConfig(raise_on_no_idempotency_key=True))
-    assert str(caught.value) == "no idempotency key: the record selected nothing"
+    assert str(caught.value) == "No data found to create a hashed idempotency_key: the record selected nothing"
 
 
 def test_a_failing_key_expression_is_named_in_the_error():
@@ -421,13 +424,15 @@ def test_an_entire_batch_failure_names_the_first_three_causes():
         process_partial_response(event, _fail, BatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer()))
     assert (
         str(caught.value)
-        == "all 4 records failed (m0: ValueError('m0'); m1: ValueError('m1'); m2: ValueError('m2'); ...)"
+        == "All records failed processing. 4 records, their causes: m0: ValueError('m0'); m1: ValueError('m1'); "
+        "m2: ValueError('m2'); ..."
     )
     event = sqs_event(*(sqs_record(f"m{i}", i) for i in range(3)))
     with pytest.raises(BatchProcessingError) as caught:
         process_partial_response(event, _fail, BatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer()))
     assert (
-        str(caught.value) == "all 3 records failed (m0: ValueError('m0'); m1: ValueError('m1'); m2: ValueError('m2'))"
+        str(caught.value) == "All records failed processing. 3 records, their causes: m0: ValueError('m0'); "
+        "m1: ValueError('m1'); m2: ValueError('m2')"
     )
 
 
