@@ -28,6 +28,7 @@ from consumer._context import (
 from consumer._errors import (
     AlreadyProcessed,
     DataArgumentError,
+    DecodeLimitError,
     IdempotencyAlreadyInProgressError,
     IdempotencyConfigError,
     IdempotencyInconsistentStateError,
@@ -113,6 +114,7 @@ __all__ = [
     "BatchSummary",
     "Clock",
     "DataArgumentError",
+    "DecodeLimitError",
     "DynamoDBStreamRecord",
     "EventType",
     "IdempotencyAlreadyInProgressError",

@@ -21,7 +21,6 @@ from consumer import (
     EventType,
     IdempotencyConfig,
     IdempotencyError,
-    IdempotencyKeyError,
     IdempotencyModelTypeError,
     IdempotencyNoSerializationModelError,
     UnexpectedBatchTypeError,
@@ -205,8 +204,6 @@ def test_positional_data_raises_what_powertools_raises_and_runs_nothing(face):
 
 
 def test_errors_users_match_on_start_with_powertools_words():
-    with pytest.raises(IdempotencyKeyError, match=r"^No data found to create a hashed idempotency_key"):
-        make_key({}, IdempotencyConfig(event_key_jmespath="id", raise_on_no_idempotency_key=True))
     with pytest.raises(BatchProcessingError, match=r"^All records failed processing\. "):
         process_partial_response(sqs_event(sqs_record("m-1", 1)), fail, BatchProcessor(EventType.SQS))
     with pytest.raises(IdempotencyModelTypeError, match=r"^Model type is not inherited from pydantic BaseModel"):
