@@ -145,17 +145,20 @@ def jostled(records: list[dict[str, Any]], rng: random.Random, reach: int = 3 * 
     return [records[i] for i in order]
 
 
-async def run_tasks(factory, records, *, ledger_path: str, scenario: str, tasks: int, worker: str) -> Tally:
+async def run_tasks(
+    factory, records, *, ledger_path: str, scenario: str, tasks: int, worker: str, first_body=None
+) -> Tally:
     """``tasks`` concurrent tasks on one loop, each delivering every record in its own order: even tasks share
     one processor and store, odd tasks have their own (their own connection or client and thread pool). Each
-    task delivers every record, in an order of its own close to the others' (``jostled``)."""
+    task delivers every record, in an order of its own close to the others' (``jostled``). ``first_body`` (a
+    :class:`FirstBody`) is called, on the loop, as each body starts."""
     shared = new_processor(factory(), max_concurrency=5)
     ledger = Ledger(ledger_path)
 
     async def task(n: int) -> Tally:
         rng = random.Random(f"{worker}-{n}")
         processor = shared if n % 2 == 0 else new_processor(factory(), max_concurrency=rng.choice([1, 3, 10]))
-        handler = async_recording_handler(ledger, scenario, f"{worker}t{n}", rng, max_delay=0.003)
+        handler = async_recording_handler(ledger, scenario, f"{worker}t{n}", rng, max_delay=0.003, first=first_body)
         tally = Tally()
         await deliver_until_done(processor, jostled(records, rng), handler, tally)
         return tally
@@ -202,11 +205,30 @@ def test_eight_tasks_in_one_loop_deliver_overlapping_batches_exactly_once(race_f
 # -- 2. two processes, each a loop of tasks --------------------------------------------------------------
 
 
-def _process_worker(factory, records, start, results, options) -> None:
+class FirstBody:
+    """Holds a process at its first body until the other process has entered one too, so both hold a lock before
+    either commits: the processes race whatever the scheduler does (a process that started late would otherwise
+    find every record already COMPLETE).
+
+    It blocks the event loop rather than awaiting: the waiting process claims no more records meanwhile, so it
+    holds at most what its batches had in flight (``tasks * BATCH_SIZE``), and the other process, delivering
+    more records than that, finds one free.
+    """
+
+    def __init__(self, barrier: Any) -> None:
+        self.barrier, self.passed = barrier, False
+
+    def __call__(self) -> None:
+        if not self.passed:
+            self.passed = True
+            self.barrier.wait(timeout=120)  # broken: a BrokenBarrierError fails the record, and the test below
+
+
+def _process_worker(factory, records, first_body, results, options) -> None:
     worker = options["worker"]
     try:
-        start.wait(timeout=120)  # both processes' imports are done: they start delivering together
-        results.put((worker, asyncio.run(run_tasks(factory, records, **options))))
+        tally = asyncio.run(run_tasks(factory, records, first_body=FirstBody(first_body), **options))
+        results.put((worker, tally))
     except BaseException as e:
         results.put((worker, e))
         raise
@@ -217,15 +239,15 @@ def _process_worker(factory, records, start, results, options) -> None:
 def test_two_processes_each_running_tasks_deliver_overlapping_batches_exactly_once(
     race_factory, tmp_path, long_form, report
 ):
-    unique, duplicates = (1000, 300) if long_form else (30, 10)
+    unique, duplicates = (1000, 300) if long_form else (50, 10)
+    options = {"ledger_path": str(tmp_path / "ledger.sqlite3"), "scenario": "async-procs", "tasks": 4}
+    assert unique > options["tasks"] * BATCH_SIZE, "a process held at its first body could hold every record"
     records = batch_with_duplicates(unique, duplicates, seed=22)
-    ledger_path = str(tmp_path / "ledger.sqlite3")
     ctx = multiprocessing.get_context("spawn")
-    results, start = ctx.Queue(), ctx.Barrier(2)
-    options = {"ledger_path": ledger_path, "scenario": "async-procs", "tasks": 4}
+    results, first_body = ctx.Queue(), ctx.Barrier(2)
     procs = [
         ctx.Process(
-            target=_process_worker, args=(race_factory, records, start, results, {**options, "worker": f"p{p}"})
+            target=_process_worker, args=(race_factory, records, first_body, results, {**options, "worker": f"p{p}"})
         )
         for p in range(2)
     ]
@@ -239,10 +261,11 @@ def test_two_processes_each_running_tasks_deliver_overlapping_batches_exactly_on
     tally = Tally()
     for _, worker_tally in outcomes:
         tally.merge(worker_tally)
-    workers = {worker[:2] for _, worker in Ledger(ledger_path).entries("async-procs")}
+    assert tally.errors["BrokenBarrierError"] == 0, "a process waited for the other's first body in vain"
+    workers = {worker[:2] for _, worker in Ledger(options["ledger_path"]).entries("async-procs")}
     assert workers == {"p0", "p1"}, "one process did all the work: the processes never raced"
     check_every_effect_once(
-        race_factory, records, tally, ledger_path=ledger_path, scenario="async-procs", report=report
+        race_factory, records, tally, ledger_path=options["ledger_path"], scenario="async-procs", report=report
     )
 
 
