@@ -487,7 +487,9 @@ def test_delete_leaves_a_lock_its_holder_committed_while_the_command_waited(stor
         assert store.get(key).status is RecordStatus.COMPLETE  # committed before the command goes on
 
     seen = store_factory()  # the command's own store (its own client or connection), as in a process of its own
-    monkeypatch.setattr(_cli_records, "open_store", lambda _: _ReadThen(seen, commit) if window == "read" else seen)
+    monkeypatch.setattr(
+        _cli_records, "open_store", lambda *_, **__: _ReadThen(seen, commit) if window == "read" else seen
+    )
     monkeypatch.setattr(sys, "stdin", _Answer(commit))
     code = cli_main(["records", "delete", key, "--store", "unused", *flags])
     printed = capsys.readouterr()
