@@ -16,7 +16,7 @@ compared with the result (:meth:`~consumer._round_trip.ChecksReplay.check_replay
 committed without its response, with a warning, rather than replayed as something else. A subclass of one of
 them is checked through its own ``to_dict`` and ``from_dict``, as its replays go.
 
-Example:
+Examples:
     >>> import dataclasses
     >>> @dataclasses.dataclass
     ... class Receipt:
@@ -106,7 +106,7 @@ class NoOpSerializer(BaseIdempotencySerializer):
 class CustomDictSerializer(BaseIdempotencySerializer):
     """A serializer made of two functions.
 
-    Example:
+    Examples:
         >>> import fractions
         >>> serializer = CustomDictSerializer(
         ...     to_dict=lambda f: {"n": f.numerator, "d": f.denominator},
@@ -192,7 +192,10 @@ class DataclassSerializer(_OneModel):
             IdempotencyModelTypeError: ``model`` is not a dataclass.
         """
         if not is_dataclass_type(model):
-            raise IdempotencyModelTypeError(f"DataclassSerializer needs a dataclass, not {model!r}")
+            # Powertools' first words (its grammar too): code may match on them.
+            raise IdempotencyModelTypeError(
+                f"Model type is not inherited of dataclass type: DataclassSerializer needs a dataclass, not {model!r}"
+            )
         self.model = model
 
 
@@ -219,7 +222,10 @@ class PydanticSerializer(_OneModel):
             IdempotencyModelTypeError: ``model`` is not a Pydantic v2 model class.
         """
         if not is_model_type(model):
-            raise IdempotencyModelTypeError(f"PydanticSerializer needs a pydantic.BaseModel subclass, not {model!r}")
+            raise IdempotencyModelTypeError(  # Powertools' first words: code may match on them
+                "Model type is not inherited from pydantic BaseModel: PydanticSerializer needs a pydantic.BaseModel "
+                f"subclass, not {model!r}"
+            )
         self.model = model
 
 
@@ -257,7 +263,7 @@ def serializer_for(output_type: Any) -> BaseIdempotencySerializer | None:
         IdempotencyModelTypeError: A union of several types holding a dataclass or a model (``A | B``): a
             stored dict does not say which one to rebuild.
 
-    Example:
+    Examples:
         >>> import dataclasses
         >>> @dataclasses.dataclass
         ... class Line:
@@ -279,5 +285,7 @@ def serializer_for(output_type: Any) -> BaseIdempotencySerializer | None:
 
 def _model_of(model_type: Any) -> Any:
     if model_type is None:
-        raise IdempotencyNoSerializationModelError("no type to build the serializer for: annotate the return type")
+        raise IdempotencyNoSerializationModelError(  # Powertools' first words: code may match on them
+            "No serialization model was supplied: no type to build the serializer for; annotate the return type"
+        )
     return optional_of(model_type)

@@ -42,7 +42,7 @@ class DynamoDBPersistenceLayer:
 
     The boto3 client is created on first use (so importing costs nothing) and shared by all threads.
 
-    Example:
+    Examples:
         >>> from persistence import DynamoDBPersistenceLayer
         >>> store = DynamoDBPersistenceLayer(table_name="IdempotencyTable")
         >>> store.table_name
@@ -86,7 +86,8 @@ class DynamoDBPersistenceLayer:
             boto_config: A botocore config for the client this store creates.
         """
         if sort_key_attr is not None and sort_key_attr == key_attr:
-            raise ValueError(f"sort_key_attr must differ from key_attr ({key_attr!r})")
+            # Powertools' words: code may match on them.
+            raise ValueError(f"key_attr [{key_attr}] and sort_key_attr [{sort_key_attr}] cannot be the same!")
         self.table_name = table_name
         self.names = AttributeNames(
             key=sort_key_attr or key_attr,
