@@ -17,7 +17,6 @@ from consumer._shadowing import refuse_shadowed
 refuse_shadowed("persistence")
 # ruff: noqa: E402 - the imports below come after that check on purpose
 
-from consumer._batch_run import Item, Outcome
 from consumer._context import (
     Clock,
     LambdaContext,
@@ -57,27 +56,28 @@ from consumer.batch import (
     SqsFifoPartialProcessor,
     process_partial_response,
 )
+from consumer.batch._run import Item, Outcome
 from consumer.config import IdempotencyConfig, ResponseHook
 from consumer.decorators import idempotent, idempotent_function
-from consumer.event_sources import DynamoDBStreamRecord, EventType, KinesisRecord, SQSRecord
 from consumer.guard import IdempotencyGuard
 from consumer.keys import DEFAULT_KEY_EXPRESSIONS, make_key
-from consumer.metrics import Metrics
+from consumer.observability.metrics import Metrics
+from consumer.sources import DynamoDBStreamRecord, EventType, KinesisRecord, SQSRecord
 from persistence import IdempotencyError, ItemTooLargeError, LockLostError, PersistenceLayerError
 
 if TYPE_CHECKING:
-    from consumer._kafka import KafkaHeaders, KafkaRecord
-    from consumer.async_batch import AsyncBatchProcessor, async_process_partial_response
-    from consumer.cutover import PowertoolsCutover
+    from consumer.batch._async_batch import AsyncBatchProcessor, async_process_partial_response
+    from consumer.powertools import PowertoolsCutover
+    from consumer.sources._kafka import KafkaHeaders, KafkaRecord
 
 #: Public names whose modules are imported when a name is first used, not with the package (PEP 562): a sync
 #: function's cold start does not pay for the async processor, the Powertools cut-over, nor Kafka's records.
 _IMPORTED_ON_FIRST_USE = {
-    "KafkaHeaders": "consumer._kafka",
-    "KafkaRecord": "consumer._kafka",
-    "AsyncBatchProcessor": "consumer.async_batch",
-    "async_process_partial_response": "consumer.async_batch",
-    "PowertoolsCutover": "consumer.cutover",
+    "KafkaHeaders": "consumer.sources._kafka",
+    "KafkaRecord": "consumer.sources._kafka",
+    "AsyncBatchProcessor": "consumer.batch._async_batch",
+    "async_process_partial_response": "consumer.batch._async_batch",
+    "PowertoolsCutover": "consumer.powertools",
 }
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from consumer._errors import IdempotencyAlreadyInProgressError
-from consumer._outcomes_log import log_release_failed
+from consumer.observability._outcomes_log import log_release_failed
 from persistence import IdempotencyError, PersistenceLayerError
 
 if TYPE_CHECKING:

@@ -41,7 +41,7 @@ class _Functions(functions.Functions):
     @functions.signature({"types": ["object"]}, {"types": ["string"]})
     def _func_header(self, record: Any, name: str) -> Any:
         # header(@, 'Idempotency-Key'): a Kafka header, an SQS message attribute, an EventBridge detail field.
-        from consumer._headers import producer_header  # noqa: PLC0415 - by the first header(): most keys never call it
+        from consumer.sources._headers import producer_header  # noqa: PLC0415 - by the first header(): most keys never call it
 
         return producer_header(record, name)
 

@@ -7,7 +7,7 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
-from consumer._outcomes_log import log_unguarded, request_id
+from consumer.observability._outcomes_log import log_unguarded, request_id
 
 if TYPE_CHECKING:
     from consumer._context import LambdaContext

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from jmespath.parser import ParsedResult
 
     from consumer._context import LambdaContext
-    from consumer.cutover import PowertoolsCutover
+    from consumer.powertools import PowertoolsCutover
     from persistence import IdempotencyRecord
 
 

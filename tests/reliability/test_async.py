@@ -45,7 +45,7 @@ from consumer import (
     IdempotencyGuard,
     async_process_partial_response,
 )
-from consumer._batch_run import Outcome
+from consumer.batch._run import Outcome
 from persistence import RecordStatus
 from samples.ledger import Ledger
 

@@ -10,12 +10,12 @@ DEFERRED = (
     "persistence.sqlite",
     "persistence.urls",
     "consumer.cli",
-    "consumer._cli_key",
-    "consumer._kafka",
-    "consumer._headers",
-    "consumer._record_views",
-    "consumer.async_batch",
-    "consumer.cutover",
+    "consumer.cli._key",
+    "consumer.sources._kafka",
+    "consumer.sources._headers",
+    "consumer.sources._record_views",
+    "consumer.batch._async_batch",
+    "consumer.powertools",
 )
 
 

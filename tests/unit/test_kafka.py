@@ -24,7 +24,7 @@ from consumer import (
     Outcome,
     make_key,
 )
-from consumer._kafka import kafka_records
+from consumer.sources._kafka import kafka_records
 from persistence import InMemoryPersistenceLayer
 
 

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from consumer import IdempotencyConfig, IdempotencyKeyError, canonical_json, keys, make_key
-from consumer.event_sources import SQSRecord
+from consumer.sources import SQSRecord
 
 AT = dt.datetime(2024, 5, 1, 12, 30, tzinfo=dt.timezone.utc)
 

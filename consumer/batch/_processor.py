@@ -12,7 +12,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic
 
-from consumer._batch_event import (
+from consumer._handlers import LAMBDA_CONTEXT, OWN, handler_shape, refuse_dropped_cutover
+from consumer.batch._event import (
     BatchProcessingError,
     BatchSummary,
     PartialBatchResponse,
@@ -20,20 +21,19 @@ from consumer._batch_event import (
     records_of,
     summarize,
 )
-from consumer._batch_run import Item, RunSettings
-from consumer._handlers import LAMBDA_CONTEXT, OWN, handler_shape, refuse_dropped_cutover
-from consumer._report import Reporter, check_hook
-from consumer.event_sources import EventType, RecordT, failure_identifier, refuse_key_header, resolve_event_type
-from consumer.metrics import resolve
+from consumer.batch._report import Reporter, check_hook
+from consumer.batch._run import Item, RunSettings
+from consumer.observability.metrics import resolve
+from consumer.sources import EventType, RecordT, failure_identifier, refuse_key_header, resolve_event_type
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from consumer._batch_event import BatchEvent
     from consumer._context import Clock, LambdaContext
-    from consumer._report import OutcomeHook
+    from consumer.batch._event import BatchEvent
+    from consumer.batch._report import OutcomeHook
     from consumer.config import IdempotencyConfig
-    from consumer.metrics import Metrics
+    from consumer.observability.metrics import Metrics
     from persistence import AsyncPersistenceLayer, PersistenceLayer
 
 logger = logging.getLogger("idempotent_consumer")

@@ -10,12 +10,12 @@ import types
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from consumer._batch_holders import BatchHolders, Waited, wait_budget_s, wait_for_holder
 from consumer._errors import AlreadyProcessed, IdempotencyAlreadyInProgressError
 from consumer._handlers import LAMBDA_CONTEXT, NO_GUARD, OWN, POSITIONAL, guarded_function, handler_shape
 from consumer._unguarded import idempotency_disabled
-from consumer.event_sources import EventType
+from consumer.batch._holders import BatchHolders, Waited, wait_budget_s, wait_for_holder
 from consumer.guard import IdempotencyGuard
+from consumer.sources import EventType
 from persistence import InMemoryPersistenceLayer
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from consumer._context import Clock, LambdaContext
     from consumer._handlers import GuardedFunction
     from consumer.config import IdempotencyConfig
-    from consumer.event_sources import Record
+    from consumer.sources import Record
     from persistence import AsyncPersistenceLayer, PersistenceLayer
 
 

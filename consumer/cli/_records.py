@@ -1,4 +1,4 @@
-"""Operator commands: ``records list|show|delete|stuck``, ``table create`` (``key``: :mod:`consumer._cli_key`)."""
+"""Operator commands: ``records list|show|delete|stuck``, ``table create`` (``key``: :mod:`consumer.cli._key`)."""
 
 from __future__ import annotations
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from consumer._cli_records import EXIT_OK, CommandError, out
-from consumer._kafka import is_kafka_event, kafka_records
 from consumer._serde import canonical_json
+from consumer.cli._records import EXIT_OK, CommandError, out
 from consumer.config import IdempotencyConfig
-from consumer.event_sources import refuse_key_header
 from consumer.keys import DEFAULT_KEY_EXPRESSIONS, key_selection, make_key
+from consumer.sources import refuse_key_header
+from consumer.sources._kafka import is_kafka_event, kafka_records
 from persistence import IdempotencyError
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """Why a stored result does not rebuild, and where, in words that quote none of it (they go to a log line).
 
-A rebuild notes where it failed on its exception (:mod:`consumer._positions`): :func:`describe` names that place
+A rebuild notes where it failed on its exception (:mod:`._positions`): :func:`describe` names that place
 (``Owner.pets[0]``, a dict entry by its place: ``[<key 2>]``), the type that did not rebuild there, and the reason.
 A Pydantic validation error is said by each error's location and message, never its input: the location is
 followed through the fields of the model (so a nested model is named, and a dict key becomes ``[<key>]``), and a
@@ -17,10 +17,10 @@ import typing
 from collections import abc
 from typing import Any
 
-from consumer._annotations import field_types, is_dataclass_type
 from consumer._errors import IdempotencyModelTypeError
-from consumer._positions import SAFE_ERRORS, Step, UnknownFieldsError, position, render
-from consumer._typed import is_model_type, optional_of
+from consumer.serialization._annotations import field_types, is_dataclass_type
+from consumer.serialization._positions import SAFE_ERRORS, Step, UnknownFieldsError, position, render
+from consumer.serialization._typed import is_model_type, optional_of
 
 _NOTHING: Any = object()
 

@@ -1,6 +1,6 @@
 """A batch's event in and its response out: reading the records, the response and summary types, the errors.
 
-:mod:`consumer.batch` and :mod:`consumer.async_batch` share them; users import them from :mod:`consumer`.
+:mod:`consumer.batch` and :mod:`consumer.batch._async_batch` share them; users import them from :mod:`consumer`.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias, TypedDict
 
-from consumer._batch_run import Item, Outcome
-from consumer.event_sources import EventType, item_identifier, ordering_key, parse_record
+from consumer.batch._run import Item, Outcome
+from consumer.sources import EventType, item_identifier, ordering_key, parse_record
 from persistence import IdempotencyError, LockLostError
 
 if TYPE_CHECKING:
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
     from aws_lambda_typing.events import DynamoDBStreamEvent, KinesisStreamEvent, SQSEvent
 
-    from consumer._kafka import KafkaItemIdentifier
+    from consumer.sources._kafka import KafkaItemIdentifier
 
 _ERRORS_SHOWN = 3  # causes named in a BatchProcessingError's message (all are in .errors)
 
@@ -93,7 +93,7 @@ def summarize(event_type: EventType, items: list[Item], duration_ms: float) -> B
 
 def records_of(event: BatchEvent, event_type: EventType) -> list[Any]:
     if event_type is EventType.KAFKA:
-        from consumer._kafka import kafka_records  # noqa: PLC0415 - with the first Kafka batch: SQS never needs it
+        from consumer.sources._kafka import kafka_records  # noqa: PLC0415 - with the first Kafka batch: SQS never needs it
 
         try:
             return kafka_records(event if isinstance(event, dict) else {})

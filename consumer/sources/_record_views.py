@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from consumer.event_sources import DynamoDBStreamRecord, KinesisRecord
+    from consumer.sources import DynamoDBStreamRecord, KinesisRecord
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,9 +36,9 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from consumer._batch_event import BatchSummary
-    from consumer._batch_run import Item
     from consumer._context import LambdaContext
+    from consumer.batch._event import BatchSummary
+    from consumer.batch._run import Item
 
 logger = logging.getLogger("idempotent_consumer")
 
@@ -129,7 +129,7 @@ def _with_key(key: str | None) -> str:
 
 def log_item(item: Item, event_source: str, context: LambdaContext | None, deadline_margin_ms: int) -> None:
     """Log one batch record whose outcome is not plain success (failed, lock lost, in progress, ...)."""
-    from consumer._batch_run import Outcome  # noqa: PLC0415 - _batch_run imports the guard, which imports us
+    from consumer.batch._run import Outcome  # noqa: PLC0415 - _batch_run imports the guard, which imports us
     from persistence import LockLostError  # noqa: PLC0415 - same cycle, through consumer's package
 
     outcome, error = item.outcome, item.error

@@ -11,7 +11,7 @@ The class names and methods are those of Powertools for AWS Lambda (Python), so 
 
 The serializers built in here (not a pair of functions of yours) make sure of what they store: when a guard
 stores a result, the text it encoded once is decoded and rebuilt through ``from_dict``, as a replay would, and
-compared with the result (:meth:`~consumer._round_trip.ChecksReplay.check_replay`). When they differ (a
+compared with the result (:meth:`~consumer.serialization._round_trip.ChecksReplay.check_replay`). When they differ (a
 ``SecretStr`` dumped masked, a field left out of ``model_dump``, a subclass of the annotated class) the result is
 committed without its response, with a warning, rather than replayed as something else. A subclass of one of
 them is checked through its own ``to_dict`` and ``from_dict``, as its replays go.
@@ -34,10 +34,10 @@ from __future__ import annotations
 import abc
 from typing import TYPE_CHECKING, Any
 
-from consumer._annotations import is_dataclass_type
 from consumer._errors import IdempotencyModelTypeError, IdempotencyNoSerializationModelError
-from consumer._round_trip import ChecksReplay
-from consumer._typed import holds_models, is_model_type, optional_of, plain, rebuild
+from consumer.serialization._annotations import is_dataclass_type
+from consumer.serialization._round_trip import ChecksReplay
+from consumer.serialization._typed import holds_models, is_model_type, optional_of, plain, rebuild
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -173,8 +173,8 @@ class DataclassSerializer(_OneModel):
     :class:`~consumer.ResponseDecodeError`; fields with ``init=False`` are restored after construction.
 
     A result whose stored form would not replay as itself is committed without its response when a guard stores
-    it (:meth:`~consumer._round_trip.ChecksReplay.check_replay`): a subclass, a dict, a dataclass, a model or a
-    plain enum in a field annotated ``Any``, an attribute that is not a field (set by ``__post_init__`` or a
+    it (:meth:`~consumer.serialization._round_trip.ChecksReplay.check_replay`): a subclass, a dict, a dataclass, a
+    model or a plain enum in a field annotated ``Any``, an attribute that is not a field (set by ``__post_init__`` or a
     custom ``__init__``, in ``__dict__`` or in a slot), a model field that does not replay (see
     :class:`PydanticSerializer`). The values are compared field by field, with
     ``==`` (Decimals with their exponent; a value whose ``==`` is identity or raises is not compared); a subclass

@@ -7,7 +7,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, overload
 
-from consumer._batch_event import (
+from consumer._context import Invocation, system_clock
+from consumer.batch._event import (
     BatchEvent,
     BatchEventError,
     BatchItemFailure,
@@ -15,10 +16,9 @@ from consumer._batch_event import (
     BatchSummary,
     PartialBatchResponse,
 )
-from consumer._batch_run import BatchRun
-from consumer._context import Invocation, system_clock
-from consumer._processor import _Processor
-from consumer.event_sources import (
+from consumer.batch._processor import _Processor
+from consumer.batch._run import BatchRun
+from consumer.sources import (
     EventType,
     RecordT,
 )
@@ -27,12 +27,12 @@ from persistence import is_async_store
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from consumer._batch_types import BatchOptions, RecordHandler
     from consumer._context import Clock, LambdaContext
-    from consumer._kafka import KafkaRecord
-    from consumer._report import OutcomeHook
+    from consumer.batch._report import OutcomeHook
+    from consumer.batch._types import BatchOptions, RecordHandler
     from consumer.config import IdempotencyConfig
-    from consumer.event_sources import (
+    from consumer.observability.metrics import Metrics
+    from consumer.sources import (
         DynamoDBStreamRecord,
         DynamoDBStreamsEventType,
         KafkaEventType,
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
         SQSEventType,
         SQSRecord,
     )
-    from consumer.metrics import Metrics
+    from consumer.sources._kafka import KafkaRecord
     from persistence import PersistenceLayer
 
 __all__ = [  # the types of _batch_event are part of this module's API, as they were defined here
@@ -165,8 +165,9 @@ class BatchProcessor(_Processor[RecordT]):
             on_outcome: Called once per record, in batch order, with its :class:`~consumer.Item` (outcome, error,
                 key), after every record ran and before the response is returned. What it raises is logged and
                 changes no outcome; a ``BaseException`` (``KeyboardInterrupt``) fails the invocation.
-            metrics: CloudWatch EMF metrics, one JSON line on stdout per invocation (:mod:`consumer.metrics`):
-                ``True`` or a :class:`~consumer.Metrics`; ``None`` reads ``IDEMPOTENCY_METRICS``; ``False`` is off.
+            metrics: CloudWatch EMF metrics, one JSON line on stdout per invocation
+                (:mod:`consumer.observability.metrics`): ``True`` or a :class:`~consumer.Metrics`; ``None`` reads
+                ``IDEMPOTENCY_METRICS``; ``False`` is off.
 
         Raises:
             TypeError: ``on_outcome`` is not a plain function, or ``metrics`` is not one of its forms.

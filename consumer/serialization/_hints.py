@@ -14,9 +14,9 @@ import typing
 import weakref
 from typing import Any
 
-from consumer._annotations import core, field_types, substitute
 from consumer._errors import IdempotencyModelTypeError
-from consumer._typed import optional_of
+from consumer.serialization._annotations import core, field_types, substitute
+from consumer.serialization._typed import optional_of
 
 _SEQUENCES = frozenset(
     {list, tuple, set, frozenset, collections.abc.Sequence, collections.abc.MutableSequence, collections.abc.Set}

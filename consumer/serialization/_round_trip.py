@@ -19,11 +19,11 @@ import functools
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from consumer import _hints as hints
-from consumer._describe import describe
-from consumer._hints import allows
 from consumer._serde import _warn_once, decode_result
-from consumer._typed import fields_of, is_model_type
+from consumer.serialization import _hints as hints
+from consumer.serialization._describe import describe
+from consumer.serialization._hints import allows
+from consumer.serialization._typed import fields_of, is_model_type
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable

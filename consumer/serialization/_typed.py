@@ -25,9 +25,10 @@ import uuid
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from consumer._annotations import core, field_types, is_dataclass_type, substitute
 from consumer._errors import IdempotencyModelTypeError
-from consumer._positions import (
+from consumer._serde import _name
+from consumer.serialization._annotations import core, field_types, is_dataclass_type, substitute
+from consumer.serialization._positions import (
     MissingFieldsError,
     NotAMemberError,
     StoredFormError,
@@ -35,7 +36,6 @@ from consumer._positions import (
     reached,
     stepped,
 )
-from consumer._serde import _name
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -194,7 +194,7 @@ def rebuild(tp: Any, value: Any) -> Any:
     An enum position holds the member of that value; a generic dataclass (``Box[Line]``) has its type variables
     replaced by the arguments given. ``None`` stays ``None``; a union of several types, a type variable, ``Any``
     and every type that is not a dataclass, a model, an enum or a container of them leave the value as stored.
-    An exception raised on the way notes where (:func:`consumer._positions.position`).
+    An exception raised on the way notes where (:func:`consumer.serialization._positions.position`).
 
     Raises:
         StoredFormError: A dataclass position holds something other than a dict of its fields (a ``TypeError``).

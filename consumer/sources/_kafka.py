@@ -95,7 +95,7 @@ class KafkaHeaders(Mapping[str, bytes]):
     """A Kafka record's headers by case-insensitive name, as raw bytes; a repeated name answers its last value.
 
     Values are never decoded as text (``headers[name].decode()`` where you know one is): a binary header reads
-    like any other. ``key_header`` keys a value that is not UTF-8 by its bytes (:mod:`consumer._headers`).
+    like any other. ``key_header`` keys a value that is not UTF-8 by its bytes (:mod:`consumer.sources._headers`).
 
     Iterating gives each name once (as first written); :meth:`get_all` gives every value of a name, in order.
 

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from consumer import __version__
-from consumer import _cli_records as ops
-from consumer._cli_key import key_command
-from consumer._cli_records import CommandError, out, store_url
 from consumer._shadowing import shadowing_in
+from consumer.cli import _records as ops
+from consumer.cli._key import key_command
+from consumer.cli._records import CommandError, out, store_url
 from consumer.local_context import LocalContext
 from persistence import DEFAULT_STORE_URL, STORE_URL_VARIABLE, IdempotencyError, RecordStatus
 
@@ -252,7 +252,3 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _fail(message: str, code: int) -> int:
     print(f"idempotent-consumer: {message}", file=sys.stderr)  # noqa: T201 - the command's output
     return code
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from consumer._batch_event import BatchSummary
     from consumer._context import LambdaContext
+    from consumer.batch._event import BatchSummary
 
 logger = logging.getLogger("idempotent_consumer")
 

@@ -6,20 +6,20 @@ import time
 from typing import TYPE_CHECKING, overload
 
 from consumer._context import Invocation, system_clock
-from consumer._processor import _Batch, _Processor
-from consumer.event_sources import RecordT
+from consumer.batch._processor import _Batch, _Processor
+from consumer.sources import RecordT
 from persistence import as_async_store
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from consumer._batch_event import BatchEvent, PartialBatchResponse
-    from consumer._batch_types import AsyncBatchOptions, RecordHandler
     from consumer._context import Clock, LambdaContext
-    from consumer._kafka import KafkaRecord
-    from consumer._report import OutcomeHook
+    from consumer.batch._event import BatchEvent, PartialBatchResponse
+    from consumer.batch._report import OutcomeHook
+    from consumer.batch._types import AsyncBatchOptions, RecordHandler
     from consumer.config import IdempotencyConfig
-    from consumer.event_sources import (
+    from consumer.observability.metrics import Metrics
+    from consumer.sources import (
         DynamoDBStreamRecord,
         DynamoDBStreamsEventType,
         EventType,
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
         SQSEventType,
         SQSRecord,
     )
-    from consumer.metrics import Metrics
+    from consumer.sources._kafka import KafkaRecord
     from persistence import AsyncPersistenceLayer, PersistenceLayer
 
 
@@ -190,7 +190,7 @@ class AsyncBatchProcessor(_Processor[RecordT]):
             TypeError: ``record_handler`` is a generator or async generator function (nothing is run).
             asyncio.CancelledError: The invocation was cancelled; every record still running released its lock.
         """
-        from consumer._async_batch_run import AsyncBatchRun  # noqa: PLC0415 - asyncio costs sync users 15+ ms
+        from consumer.batch._async_run import AsyncBatchRun  # noqa: PLC0415 - asyncio costs sync users 15+ ms
 
         started = time.perf_counter()
         settings, handler, guard_passing, items = self._start(event, record_handler, context, async_ok=True)

@@ -1,9 +1,9 @@
 """Where a rebuild failed, noted on its exception, and the errors a rebuild raises of its own.
 
-:func:`consumer._typed.rebuild` notes on an exception that passes through it the type that raised (the first
+:func:`._typed.rebuild` notes on an exception that passes through it the type that raised (the first
 rebuild it leaves), the type the rebuild started from (the last) and each step in between: a field, an index, the
 value or the key of a dict entry, named by its place among the entries (``[<key 2>]``), never by the key itself,
-which is data. :mod:`consumer._describe` turns that into a message.
+which is data. :mod:`._describe` turns that into a message.
 
 The errors raised here have messages made of type names, field names and counts: no stored value.
 """

@@ -9,8 +9,8 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar, cast
 
-from consumer._attribute_values import deserialize_item
 from consumer._serde import canonical_json
+from consumer.sources._attribute_values import deserialize_item
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from aws_lambda_typing.events.kinesis_stream import KinesisStreamRecord
     from aws_lambda_typing.events.sqs import SQSMessage
 
-    from consumer._kafka import KafkaItemIdentifier, KafkaRecord
-    from consumer._record_views import KinesisPayload, StreamRecordView
+    from consumer.sources._kafka import KafkaItemIdentifier, KafkaRecord
+    from consumer.sources._record_views import KinesisPayload, StreamRecordView
 
 
 class EventType(str, enum.Enum):
@@ -130,7 +130,7 @@ class KinesisRecord:
     @property
     def kinesis(self) -> KinesisPayload:
         """Powertools' shape of the payload: ``record.kinesis.data_as_text()`` and the like."""
-        from consumer._record_views import KinesisPayload  # noqa: PLC0415 - by the first use: SQS never needs it
+        from consumer.sources._record_views import KinesisPayload  # noqa: PLC0415 - by the first use: SQS never needs it
 
         return KinesisPayload(self)
 
@@ -179,7 +179,7 @@ class DynamoDBStreamRecord:
     @property
     def dynamodb(self) -> StreamRecordView:
         """Powertools' shape of the change: ``record.dynamodb.new_image`` and the like (plain values)."""
-        from consumer._record_views import StreamRecordView  # noqa: PLC0415 - by the first use: SQS never needs it
+        from consumer.sources._record_views import StreamRecordView  # noqa: PLC0415 - by the first use: SQS never needs it
 
         return StreamRecordView(self)
 
@@ -227,7 +227,7 @@ def parse_record(event_type: EventType, raw: Mapping[str, Any]) -> Record:
     if event_type is EventType.KINESIS:
         return KinesisRecord.from_raw(cast("KinesisStreamRecord", raw))
     if event_type is EventType.KAFKA:
-        from consumer._kafka import KafkaRecord  # noqa: PLC0415 - with the first Kafka batch: SQS never needs it
+        from consumer.sources._kafka import KafkaRecord  # noqa: PLC0415 - with the first Kafka batch: SQS never needs it
 
         return KafkaRecord.from_raw(raw)
     return DynamoDBStreamRecord.from_raw(cast("DynamodbRecord", raw))

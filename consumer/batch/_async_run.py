@@ -1,7 +1,7 @@
 """One invocation's run over a batch with asyncio: the sync run's rules, records as tasks, and the deadline.
 
 The scheduling rules (ordering groups, what is skipped or deferred, FIFO and stream failure rules) are
-:class:`~consumer._batch_run.BatchRun`'s own; this module adds only how records are started (worker tasks
+:class:`~consumer.batch._run.BatchRun`'s own; this module adds only how records are started (worker tasks
 taking groups in batch order, at most ``max_concurrency`` of them, a new one called in only once a record
 suspends) and one thing a thread cannot do: at the deadline margin, the bodies still running are cancelled and
 reported failed, their locks left to expire, and the invocation returns its partial response instead of timing
@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from consumer._async import settle
-from consumer._batch_holders import BatchHolders, Waited, await_holder
-from consumer._batch_run import BatchRun, Item, Outcome
 from consumer._errors import IdempotencyAlreadyInProgressError
 from consumer._handlers import NO_GUARD
+from consumer.batch._holders import BatchHolders, Waited, await_holder
+from consumer.batch._run import BatchRun, Item, Outcome
 from persistence import InlineStore, as_async_store
 
 if TYPE_CHECKING:

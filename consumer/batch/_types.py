@@ -9,18 +9,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypedDict, TypeVar
 
-from consumer.event_sources import RecordT
+from consumer.sources import RecordT
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from consumer._context import Clock
-    from consumer._kafka import KafkaRecord
-    from consumer._report import OutcomeHook
+    from consumer.batch._report import OutcomeHook
     from consumer.config import IdempotencyConfig
-    from consumer.event_sources import DynamoDBStreamRecord, KinesisRecord, SQSRecord
     from consumer.guard import IdempotencyGuard
-    from consumer.metrics import Metrics
+    from consumer.observability.metrics import Metrics
+    from consumer.sources import DynamoDBStreamRecord, KinesisRecord, SQSRecord
+    from consumer.sources._kafka import KafkaRecord
 
 Record_contra = TypeVar(
     "Record_contra", bound="SQSRecord | KinesisRecord | DynamoDBStreamRecord | KafkaRecord", contravariant=True

@@ -17,18 +17,18 @@ import logging
 import sys
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from consumer import _outcomes_log
-from consumer._batch_run import Outcome
 from consumer._unguarded import idempotency_disabled
-from consumer.metrics import document
+from consumer.batch._run import Outcome
+from consumer.observability import _outcomes_log
+from consumer.observability.metrics import document
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from consumer._batch_event import BatchSummary
-    from consumer._batch_run import Item, RunSettings
     from consumer._context import LambdaContext
-    from consumer.metrics import Metrics
+    from consumer.batch._event import BatchSummary
+    from consumer.batch._run import Item, RunSettings
+    from consumer.observability.metrics import Metrics
 
 #: ``on_outcome(item)``: called once per record with its :class:`~consumer.Item`; what it returns is ignored.
 OutcomeHook: TypeAlias = "Callable[[Item], object]"

@@ -11,7 +11,7 @@ key our store did not know reads the item Powertools would have written for the 
 
 One strongly consistent ``GetItem`` per first-time record while the window is open; after ``until`` (by the guard's
 clock), one comparison. A failed read fails the record unrun, with our lock released.
-The Powertools record format is in ``consumer._powertools``.
+The Powertools record format is in ``consumer.powertools._formats``.
 """
 
 from __future__ import annotations
@@ -30,7 +30,9 @@ import jmespath
 
 from consumer._async import settle, settled
 from consumer._errors import IdempotencyConfigError, IdempotencyValidationError
-from consumer._powertools import (
+from consumer._serde import encode_result
+from consumer.keys import failure_said
+from consumer.powertools._formats import (
     COMPLETED,
     INPROGRESS,
     PowertoolsFunctions,
@@ -39,8 +41,6 @@ from consumer._powertools import (
     is_missing,
     powertools_payload,
 )
-from consumer._serde import encode_result
-from consumer.keys import failure_said
 from persistence import IdempotencyRecord, ItemTooLargeError, PersistenceLayerError, RecordStatus
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""What Powertools for AWS Lambda (Python) 3.x writes, as ``consumer.cutover`` needs it to find a record again.
+"""What Powertools for AWS Lambda (Python) 3.x writes, as ``consumer.powertools`` needs it to find a record again.
 
 - Key: ``"{prefix}#{hexdigest}"``. ``prefix`` is the decorator's ``key_prefix`` when given, else
   ``"{lambda}.{module}.{qualname}"``: ``AWS_LAMBDA_FUNCTION_NAME`` (``"test-func"`` when unset) and the decorated

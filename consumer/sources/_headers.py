@@ -21,8 +21,8 @@ import base64
 from collections.abc import Mapping
 from typing import Any
 
-from consumer._kafka import header_bytes
 from consumer._serde import BinaryKey
+from consumer.sources._kafka import header_bytes
 
 _ABSENT = object()
 

@@ -1,0 +1,1 @@
+"""Structured outcome logs and EMF metrics."""
