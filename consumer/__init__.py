@@ -1,5 +1,11 @@
 """What runs records: the guard, its configuration, key selection and the decorators.
 
+This package's own modules are the core every record runs (docs/architecture.md): the guard and what it reports,
+the config, keys, the invocation context, errors, the result codec and the decorators. Its features live in wings,
+its subpackages: ``batch``, ``sources``, ``serialization``, ``observability``, ``powertools``, ``cli``. Wings import
+the core; the core imports no wing but lazily, where a user's data asks for one (a typed result, a ``header()``
+key). This module is the public face: it re-exports every public name, the wings' included.
+
 Example:
     >>> from consumer import IdempotencyGuard, IdempotencyConfig, AlreadyProcessed
     >>> from persistence import InMemoryPersistenceLayer
@@ -44,8 +50,8 @@ from consumer._errors import (
     NestedReplayError,
     ResponseDecodeError,
 )
+from consumer._reports import idempotency_disabled
 from consumer._serde import canonical_json
-from consumer._unguarded import idempotency_disabled
 from consumer.batch import (
     BatchEvent,
     BatchEventError,
@@ -56,12 +62,11 @@ from consumer.batch import (
     SqsFifoPartialProcessor,
     process_partial_response,
 )
-from consumer.batch._run import Item, Outcome
 from consumer.config import IdempotencyConfig, ResponseHook
 from consumer.decorators import idempotent, idempotent_function
 from consumer.guard import IdempotencyGuard
 from consumer.keys import DEFAULT_KEY_EXPRESSIONS, make_key
-from consumer.observability.metrics import Metrics
+from consumer.observability import Item, Metrics, Outcome
 from consumer.sources import DynamoDBStreamRecord, EventType, KinesisRecord, SQSRecord
 from persistence import IdempotencyError, ItemTooLargeError, LockLostError, PersistenceLayerError
 

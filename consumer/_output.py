@@ -9,8 +9,8 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from consumer._errors import IdempotencyModelTypeError, IdempotencyNoSerializationModelError, ResponseDecodeError
+from consumer._reports import log_committed_without_response
 from consumer._serde import ResultEncodingError, decode_result, encode_result
-from consumer.observability._outcomes_log import log_committed_without_response
 from persistence import MAX_ITEM_BYTES, ItemTooLargeError
 
 if TYPE_CHECKING:

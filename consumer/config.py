@@ -1,26 +1,33 @@
-"""What a guard does: which part of the record is the key, how long records live, how locks expire."""
+"""What a guard does: which part of the record is the key, how long records live, how locks expire.
+
+And the local cache a config keeps: thread-safe LRUs of COMPLETE records, one per store, so a warm duplicate costs
+no request.
+"""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
+import threading
+import weakref
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 import jmespath.exceptions
 
-from consumer._cache import LocalCache, LocalCaches
 from consumer._context import register_invocation_context
 from consumer._errors import IdempotencyConfigError
 from consumer._jmespath import compile_expression
+from persistence import IdempotencyRecord, RecordStatus
 
 if TYPE_CHECKING:
     from jmespath.parser import ParsedResult
 
     from consumer._context import LambdaContext
     from consumer.powertools import PowertoolsCutover
-    from persistence import IdempotencyRecord
 
 
 class ResponseHook(Protocol):
@@ -169,3 +176,76 @@ def _compile(name: str, expression: str | None) -> ParsedResult | None:
         return compile_expression(expression)
     except jmespath.exceptions.JMESPathError as e:
         raise IdempotencyConfigError(f"{name} {expression!r} is not valid JMESPath: {e}") from e
+
+
+@functools.lru_cache(maxsize=4)
+def default_config(function_name: str | None) -> IdempotencyConfig:  # noqa: ARG001 - the cache key
+    """The config of a guard given none: one per function name (``AWS_LAMBDA_FUNCTION_NAME``, the key prefix)."""
+    return IdempotencyConfig()
+
+
+class LocalCache:
+    """Completed records of one store by key, least recently used evicted first. Never holds ``IN_PROGRESS``.
+
+    An entry is trusted for at most ``max_age_ms`` after it was cached (and never past the record's
+    expiry), so an operator's ``records delete`` reaches every warm process within that bound.
+    """
+
+    def __init__(self, max_items: int, max_age_ms: int) -> None:
+        """Create an empty cache holding at most ``max_items`` records, each for at most ``max_age_ms``."""
+        self._max_items = max_items
+        self._max_age_ms = max_age_ms
+        self._records: OrderedDict[str, tuple[IdempotencyRecord, int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str, now_ms: int) -> IdempotencyRecord | None:
+        """Return the record for ``key`` if it is unexpired and young enough, dropping it otherwise."""
+        with self._lock:
+            entry = self._records.get(key)
+            if entry is None:
+                return None
+            record, cached_at_ms = entry
+            if record.is_expired(now_ms) or now_ms - cached_at_ms > self._max_age_ms:
+                del self._records[key]
+                return None
+            self._records.move_to_end(key)
+            return record
+
+    def put(self, record: IdempotencyRecord, now_ms: int) -> None:
+        """Remember a ``COMPLETE`` record read or written at ``now_ms`` (others are ignored)."""
+        if record.status is not RecordStatus.COMPLETE:
+            return
+        with self._lock:
+            self._records[record.key] = (record, now_ms)
+            self._records.move_to_end(record.key)
+            while len(self._records) > self._max_items:
+                self._records.popitem(last=False)
+
+    def __len__(self) -> int:
+        """Number of records held."""
+        return len(self._records)
+
+
+class LocalCaches:
+    """One :class:`LocalCache` per store: two stores sharing a config never replay each other's records."""
+
+    def __init__(self, max_items: int, max_age_ms: int) -> None:
+        """Caches of ``max_items`` records each, entries trusted for ``max_age_ms``."""
+        self._max_items = max_items
+        self._max_age_ms = max_age_ms
+        self._weak: weakref.WeakKeyDictionary[Any, LocalCache] = weakref.WeakKeyDictionary()
+        # Stores that cannot be weakly referenced (or hashed) are kept by identity, with the store itself,
+        # so an id is never reused by another store while its cache lives.
+        self._by_id: dict[int, tuple[object, LocalCache]] = {}
+        self._lock = threading.Lock()
+
+    def for_store(self, store: object) -> LocalCache:
+        """The cache of ``store``, made on first use."""
+        with self._lock:
+            try:
+                cache = self._weak.get(store)
+                if cache is None:
+                    cache = self._weak[store] = LocalCache(self._max_items, self._max_age_ms)
+            except TypeError:  # not weakly referenceable, or unhashable
+                _, cache = self._by_id.setdefault(id(store), (store, LocalCache(self._max_items, self._max_age_ms)))
+            return cache

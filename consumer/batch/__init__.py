@@ -1,4 +1,11 @@
-"""Partial batch responses: each record of an SQS, Kinesis, DynamoDB Streams or Kafka batch in its own guard."""
+"""Partial batch responses: each record of an SQS, Kinesis, DynamoDB Streams or Kafka batch in its own guard.
+
+The batch wing owns the processors (this module, and the async one in ``_async_batch``), the run over one batch
+(scheduling, ordering, failure propagation, the deadline: ``_run``, ``_async_run``), records of one batch sharing
+a key (``_holders``), the event and the response (``_event``) and the report once the batch ran (``_report``).
+It may import the core, ``persistence``, and the public faces of the sources wing (records, ids, ordering keys)
+and the observability wing (outcomes, logs, metrics). No wing imports it: only ``consumer``'s public face does.
+"""
 
 from __future__ import annotations
 
@@ -31,7 +38,7 @@ if TYPE_CHECKING:
     from consumer.batch._report import OutcomeHook
     from consumer.batch._types import BatchOptions, RecordHandler
     from consumer.config import IdempotencyConfig
-    from consumer.observability.metrics import Metrics
+    from consumer.observability import Metrics
     from consumer.sources import (
         DynamoDBStreamRecord,
         DynamoDBStreamsEventType,

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from consumer.batch._report import OutcomeHook
     from consumer.batch._types import AsyncBatchOptions, RecordHandler
     from consumer.config import IdempotencyConfig
-    from consumer.observability.metrics import Metrics
+    from consumer.observability import Metrics
     from consumer.sources import (
         DynamoDBStreamRecord,
         DynamoDBStreamsEventType,

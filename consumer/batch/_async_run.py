@@ -19,7 +19,8 @@ from consumer._async import settle
 from consumer._errors import IdempotencyAlreadyInProgressError
 from consumer._handlers import NO_GUARD
 from consumer.batch._holders import BatchHolders, Waited, await_holder
-from consumer.batch._run import BatchRun, Item, Outcome
+from consumer.batch._run import BatchRun
+from consumer.observability import Item, Outcome
 from persistence import InlineStore, as_async_store
 
 if TYPE_CHECKING:

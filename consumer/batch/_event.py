@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias, TypedDict
 
-from consumer.batch._run import Item, Outcome
+from consumer.observability import Item, Outcome
 from consumer.sources import EventType, item_identifier, ordering_key, parse_record
 from persistence import IdempotencyError, LockLostError
 

@@ -22,8 +22,8 @@ from consumer.batch._event import (
     summarize,
 )
 from consumer.batch._report import Reporter, check_hook
-from consumer.batch._run import Item, RunSettings
-from consumer.observability.metrics import resolve
+from consumer.batch._run import RunSettings
+from consumer.observability import Item, resolve
 from consumer.sources import EventType, RecordT, failure_identifier, refuse_key_header, resolve_event_type
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from consumer.batch._event import BatchEvent
     from consumer.batch._report import OutcomeHook
     from consumer.config import IdempotencyConfig
-    from consumer.observability.metrics import Metrics
+    from consumer.observability import Metrics
     from persistence import AsyncPersistenceLayer, PersistenceLayer
 
 logger = logging.getLogger("idempotent_consumer")

@@ -17,18 +17,17 @@ import logging
 import sys
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from consumer._unguarded import idempotency_disabled
-from consumer.batch._run import Outcome
-from consumer.observability import _outcomes_log
-from consumer.observability.metrics import document
+from consumer import _reports
+from consumer._reports import idempotency_disabled
+from consumer.observability import HOOK_FAILED, Outcome, document, log_interrupted, log_item, log_summary
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from consumer._context import LambdaContext
     from consumer.batch._event import BatchSummary
-    from consumer.batch._run import Item, RunSettings
-    from consumer.observability.metrics import Metrics
+    from consumer.batch._run import RunSettings
+    from consumer.observability import Item, Metrics
 
 #: ``on_outcome(item)``: called once per record with its :class:`~consumer.Item`; what it returns is ignored.
 OutcomeHook: TypeAlias = "Callable[[Item], object]"
@@ -98,9 +97,9 @@ class Reporter:
             _log_items([item for item in items if item.outcome not in quiet], source, context, settings)
         undecided = sum(1 for item in items if item.outcome is None) if interrupted is not None else 0
         if interrupted is None:
-            _outcomes_log.log_summary(summary, context, any_failed=any_failed)
+            log_summary(summary, context, any_failed=any_failed)
         else:
-            _outcomes_log.log_interrupted(summary, undecided, interrupted, context)
+            log_interrupted(summary, undecided, interrupted, context)
         if self.metrics is not None:
             # Undecided records come back with the whole batch, as failed ones do: Failed counts them, so that the
             # counts add up to Records and an alarm on Failed sees an interrupted invocation.
@@ -120,7 +119,7 @@ class Reporter:
             sys.stdout.write(json.dumps(doc, separators=(",", ":"), allow_nan=False) + "\n")  # one write: one line
             sys.stdout.flush()
         except Exception as e:  # noqa: BLE001 - metrics never decide an outcome
-            _outcomes_log.unlogged("the EMF metrics document", e)
+            _reports.unlogged("the EMF metrics document", e)
 
     @staticmethod
     def _call_hook(hook: OutcomeHook, item: Item, source: str, context: LambdaContext | None) -> None:
@@ -130,7 +129,7 @@ class Reporter:
         try:
             returned: Any = hook(item)
         except Exception as e:  # noqa: BLE001 - the user's hook never changes an outcome
-            _outcomes_log.emit(
+            _reports.emit(
                 logging.ERROR,
                 "on_outcome hook raised for record %s (its outcome, %s, stands): %r",
                 item.item_id,
@@ -144,7 +143,7 @@ class Reporter:
             close = getattr(returned, "close", None)
             if close is not None:
                 close()
-            _outcomes_log.emit(
+            _reports.emit(
                 logging.ERROR,
                 "on_outcome hook returned an awaitable for record %s: it is never awaited (give a plain def)",
                 item.item_id,
@@ -153,8 +152,8 @@ class Reporter:
 
 
 def _hook_failed(item: Item, source: str, context: LambdaContext | None, error: Exception | None) -> dict[str, Any]:
-    return _outcomes_log.fields(
-        _outcomes_log.HOOK_FAILED,
+    return _reports.fields(
+        HOOK_FAILED,
         key=item.key,
         item_identifier=item.item_id,
         event_source=source,
@@ -166,6 +165,6 @@ def _hook_failed(item: Item, source: str, context: LambdaContext | None, error: 
 def _log_items(items: list[Item], source: str, context: LambdaContext | None, settings: RunSettings) -> None:
     for item in items:
         try:
-            _outcomes_log.log_item(item, source, context, settings.deadline_margin_ms)
+            log_item(item, source, context, settings.deadline_margin_ms)
         except Exception as e:  # noqa: BLE001, PERF203 - a log line is never an outcome; raised only if logging fails
-            _outcomes_log.unlogged(f"the log record of record {item.item_id}", e)
+            _reports.unlogged(f"the log record of record {item.item_id}", e)

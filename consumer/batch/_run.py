@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextvars
-import enum
 import threading
 import types
 from dataclasses import dataclass, field
@@ -12,14 +11,15 @@ from typing import TYPE_CHECKING, Any
 
 from consumer._errors import AlreadyProcessed, IdempotencyAlreadyInProgressError
 from consumer._handlers import LAMBDA_CONTEXT, NO_GUARD, OWN, POSITIONAL, guarded_function, handler_shape
-from consumer._unguarded import idempotency_disabled
+from consumer._reports import idempotency_disabled
 from consumer.batch._holders import BatchHolders, Waited, wait_budget_s, wait_for_holder
 from consumer.guard import IdempotencyGuard
+from consumer.observability import Item, Outcome
 from consumer.sources import EventType
 from persistence import InMemoryPersistenceLayer
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable
     from concurrent.futures import ThreadPoolExecutor
 
     from consumer._context import Clock, LambdaContext
@@ -27,50 +27,6 @@ if TYPE_CHECKING:
     from consumer.config import IdempotencyConfig
     from consumer.sources import Record
     from persistence import AsyncPersistenceLayer, PersistenceLayer
-
-
-class Outcome(str, enum.Enum):
-    """What happened to one record of a batch."""
-
-    PROCESSED = "processed"  # ran and committed
-    REPLAYED = "replayed"  # completed before: the stored result stands
-    UNGUARDED = "unguarded"  # ran without an idempotency key
-    FAILED = "failed"  # the handler (or the store) raised
-    IN_PROGRESS = "in_progress"  # another invocation holds its lock
-    SKIPPED = "skipped"  # not run: an earlier record of its group (or batch) failed
-    DEFERRED = "deferred"  # not run: too little time left before the Lambda deadline
-
-    @property
-    def succeeded(self) -> bool:
-        """Whether the record needs no redelivery."""
-        return self is Outcome.PROCESSED or self is Outcome.REPLAYED or self is Outcome.UNGUARDED
-
-
-@dataclass(slots=True)
-class Item:
-    """One record of a batch and what became of it (what ``on_outcome`` hooks and ``processor.items`` get).
-
-    Attributes:
-        raw: The record as Lambda delivered it.
-        record: The typed record the handler received.
-        item_id: What ``batchItemFailures`` names.
-        group: Its ordering key (FIFO group, partition key, item key), if any.
-        outcome: What happened to it.
-        error: Why it failed (``None`` for a success, or a record deferred or skipped without running).
-        result: The handler's result, or the replayed response.
-        key: Its idempotency key; ``None`` when it never reached its guard or ran unguarded.
-        release_error: Set when releasing its lock after it failed failed as well.
-    """
-
-    raw: Mapping[str, Any]
-    record: Record
-    item_id: str
-    group: str | None
-    outcome: Outcome | None = None
-    error: BaseException | None = None
-    result: Any = None
-    key: str | None = None
-    release_error: BaseException | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,9 @@
-"""``idempotent-consumer``: run handlers locally, and (operators) see and reset records."""
+"""``idempotent-consumer``: run handlers locally, and (operators) see and reset records.
+
+The cli wing owns the command (this module; ``python -m consumer.cli`` runs it too), ``key`` (``_key``) and
+``records`` (``_records``). It may import the core, ``persistence`` and the sources wing (a Kafka event's keys).
+Nothing imports it: the ``idempotent-consumer`` script's entry point is ``consumer.cli:main``.
+"""
 
 from __future__ import annotations
 

@@ -21,92 +21,81 @@ field                 value
 A failed record's traceback travels as ``exc_info``. No record's payload is ever logged: only identifiers,
 keys, counts and the exception (whose text is the application's own).
 
-Logging never decides an outcome: every call here swallows what a handler, filter or record factory of the
-application raises (an ``Exception``), after one line on ``stderr``. Only the guard's own warnings are logged
-while records run (a result committed without its response, once that commit landed); the processor logs the rest
-once the batch ran.
+Logging never decides an outcome: every line goes through :func:`consumer._reports.emit`, which swallows what a
+handler, filter or record factory of the application raises (an ``Exception``), after one line on ``stderr``. The
+guard's own lines (``unguarded``, ``committed_without_response``, a failed release) are written by the core
+(:mod:`consumer._reports`); the lines here are the batch processor's, written once the batch ran. What became of
+a record (:class:`Outcome`, :class:`Item`) is defined here, for the processor, this log and the metrics alike.
 """
 
 from __future__ import annotations
 
-import contextlib
+import enum
 import logging
-import sys
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from consumer._reports import EXCEPTION_TYPE, REQUEST_ID, SOURCE, SUMMARY, emit, fields, request_id
+from persistence import LockLostError
+
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from consumer._context import LambdaContext
-    from consumer.batch._event import BatchSummary
-    from consumer.batch._run import Item
+    from consumer.batch import BatchSummary
+    from consumer.sources import Record
 
-logger = logging.getLogger("idempotent_consumer")
 
-#: The ``extra`` field names of a record's outcome, and of the summary.
-KEY, ITEM, SOURCE, OUTCOME, REQUEST_ID, EXCEPTION_TYPE = (
-    "idempotency_key",
-    "item_identifier",
-    "event_source",
-    "outcome",
-    "lambda_request_id",
-    "exception_type",
-)
-SUMMARY = "batch_summary"
+class Outcome(str, enum.Enum):
+    """What happened to one record of a batch."""
 
-#: Outcomes that are not among :class:`~consumer.Outcome`'s values: refinements of ``failed`` and ``processed``;
-#: and the failure of the ``on_outcome`` hook on a record, which is no outcome of the record's.
-LOCK_LOST, COMMITTED_WITHOUT_RESPONSE, HOOK_FAILED = "lock_lost", "committed_without_response", "hook_failed"
+    PROCESSED = "processed"  # ran and committed
+    REPLAYED = "replayed"  # completed before: the stored result stands
+    UNGUARDED = "unguarded"  # ran without an idempotency key
+    FAILED = "failed"  # the handler (or the store) raised
+    IN_PROGRESS = "in_progress"  # another invocation holds its lock
+    SKIPPED = "skipped"  # not run: an earlier record of its group (or batch) failed
+    DEFERRED = "deferred"  # not run: too little time left before the Lambda deadline
+
+    @property
+    def succeeded(self) -> bool:
+        """Whether the record needs no redelivery."""
+        return self is Outcome.PROCESSED or self is Outcome.REPLAYED or self is Outcome.UNGUARDED
+
+
+@dataclass(slots=True)
+class Item:
+    """One record of a batch and what became of it (what ``on_outcome`` hooks and ``processor.items`` get).
+
+    Attributes:
+        raw: The record as Lambda delivered it.
+        record: The typed record the handler received.
+        item_id: What ``batchItemFailures`` names.
+        group: Its ordering key (FIFO group, partition key, item key), if any.
+        outcome: What happened to it.
+        error: Why it failed (``None`` for a success, or a record deferred or skipped without running).
+        result: The handler's result, or the replayed response.
+        key: Its idempotency key; ``None`` when it never reached its guard or ran unguarded.
+        release_error: Set when releasing its lock after it failed failed as well.
+    """
+
+    raw: Mapping[str, Any]
+    record: Record
+    item_id: str
+    group: str | None
+    outcome: Outcome | None = None
+    error: BaseException | None = None
+    result: Any = None
+    key: str | None = None
+    release_error: BaseException | None = None
+
+
+#: Outcomes that are not among :class:`Outcome`'s values: a refinement of ``failed``, and the failure of the
+#: ``on_outcome`` hook on a record, which is no outcome of the record's (``committed_without_response``, a
+#: refinement of ``processed``, is the guard's: :mod:`consumer._reports`).
+LOCK_LOST, HOOK_FAILED = "lock_lost", "hook_failed"
 _REDELIVERED = "reported for redelivery"
 _ERROR_TEXT_SHOWN = 300  # characters of an exception's text in a message's one line (the traceback has it all)
-
-
-def request_id(context: LambdaContext | None) -> str | None:
-    """The invocation's ``aws_request_id`` as a string, or ``None`` without a context."""
-    found = getattr(context, "aws_request_id", None)
-    return None if found is None else str(found)
-
-
-def fields(
-    outcome: str,
-    *,
-    key: str | None,
-    item_identifier: str | None,
-    event_source: str | None,
-    context: LambdaContext | None,
-    error: BaseException | None,
-) -> dict[str, Any]:
-    """The ``extra`` of one record's outcome."""
-    return {
-        OUTCOME: outcome,
-        KEY: key,
-        ITEM: item_identifier,
-        SOURCE: event_source,
-        REQUEST_ID: request_id(context),
-        EXCEPTION_TYPE: None if error is None else type(error).__name__,
-    }
-
-
-def emit(level: int, message: str, *args: object, extra: dict[str, Any], exc_info: BaseException | None = None) -> None:
-    """Log one record; whatever the application's logging setup raises (an ``Exception``) is swallowed.
-
-    Args:
-        level: The ``logging`` level.
-        message: The ``%``-style message, one line.
-        *args: Its arguments.
-        extra: The structured fields.
-        exc_info: The exception whose traceback the record carries.
-    """
-    try:
-        if logger.isEnabledFor(level):
-            logger.log(level, message, *args, extra=extra, exc_info=exc_info, stacklevel=2)
-    except Exception as e:  # noqa: BLE001 - a log line is never an outcome: the record's fate is decided already
-        unlogged(message % args if args else message, e)
-
-
-def unlogged(what: str, error: BaseException) -> None:
-    """Say on ``stderr`` (once, best effort) that a log record or a metrics document could not be written."""
-    with contextlib.suppress(Exception):  # nowhere left to say it; the records' outcomes stand regardless
-        sys.stderr.write(f"idempotent-consumer: could not write {what[:120]!r}: {error!r}\n")
 
 
 def _text(error: BaseException | None) -> str:
@@ -129,9 +118,6 @@ def _with_key(key: str | None) -> str:
 
 def log_item(item: Item, event_source: str, context: LambdaContext | None, deadline_margin_ms: int) -> None:
     """Log one batch record whose outcome is not plain success (failed, lock lost, in progress, ...)."""
-    from consumer.batch._run import Outcome  # noqa: PLC0415 - _batch_run imports the guard, which imports us
-    from persistence import LockLostError  # noqa: PLC0415 - same cycle, through consumer's package
-
     outcome, error = item.outcome, item.error
     level = logging.WARNING
     traceback_of: BaseException | None = None  # a failure's traceback goes with its record
@@ -194,56 +180,3 @@ def log_interrupted(summary: BatchSummary, undecided: int, error: BaseException,
         extra=extra,
         exc_info=error,
     )
-
-
-def log_committed_without_response(  # noqa: PLR0917 - the guard's two call sites, each naming all six
-    message: str,
-    key: str,
-    cause: object,
-    error: BaseException,
-    context: LambdaContext | None,
-    batch_record: tuple[str, str] | None,
-) -> None:
-    """A result that cannot be stored: the record is committed without it (the guard decides this).
-
-    Args:
-        message: The one line, with one ``%r`` for the key and one ``%s`` for ``cause``.
-        key: The record's key.
-        cause: What the line says about ``error``.
-        error: Why the result cannot be stored.
-        context: The invocation's context.
-        batch_record: ``(item identifier, event source)`` when a batch processor runs the record.
-    """
-    item_identifier, event_source = batch_record if batch_record is not None else (None, None)
-    extra = fields(
-        COMMITTED_WITHOUT_RESPONSE,
-        key=key,
-        item_identifier=item_identifier,
-        event_source=event_source,
-        context=context,
-        error=error,
-    )
-    if item_identifier is None:
-        emit(logging.WARNING, message, key, cause, extra=extra)
-    else:
-        emit(logging.WARNING, message + " (record %s)", key, cause, item_identifier, extra=extra)
-
-
-def log_unguarded(context: LambdaContext | None) -> None:
-    """The guard's once-per-invocation warning for records without a key (outside a batch processor)."""
-    invocation = request_id(context)
-    extra = fields("unguarded", key=None, item_identifier=None, event_source=None, context=context, error=None)
-    emit(
-        logging.WARNING,
-        "no idempotency key selected: running the record(s) unguarded (invocation %s)",
-        invocation,
-        extra=extra,
-    )
-
-
-def log_release_failed(
-    key: str, body_error: BaseException | None, error: BaseException, context: LambdaContext | None
-) -> None:
-    """A guard used on its own could not release its lock after its body failed (a batch names it on the record)."""
-    extra = fields("failed", key=key, item_identifier=None, event_source=None, context=context, error=error)
-    emit(logging.ERROR, "could not release %r after the body raised %r: %s", key, body_error, error, extra=extra)

@@ -12,6 +12,10 @@ key our store did not know reads the item Powertools would have written for the 
 One strongly consistent ``GetItem`` per first-time record while the window is open; after ``until`` (by the guard's
 clock), one comparison. A failed read fails the record unrun, with our lock released.
 The Powertools record format is in ``consumer.powertools._formats``.
+
+The powertools wing owns the cut-over (this module) and Powertools' formats (``_formats``). It may import the core
+and ``persistence``, no other wing. The guard reaches it through the config it is given
+(``config.powertools_cutover``), never by an import: a consumer without a cut-over never loads it.
 """
 
 from __future__ import annotations

@@ -16,6 +16,12 @@ compared with the result (:meth:`~consumer.serialization._round_trip.ChecksRepla
 committed without its response, with a warning, rather than replayed as something else. A subclass of one of
 them is checked through its own ``to_dict`` and ``from_dict``, as its replays go.
 
+The serialization wing owns the serializers (this module) and typed replays: rebuilding a stored value as the
+annotated type (``_typed``, ``_annotations``, ``_hints``), checking that it replays as itself (``_round_trip``),
+and saying where and why it does not (``_positions``, ``_describe``). It may import the core and ``persistence``,
+no other wing. The core's result codec (``consumer._output``, ``consumer._serde``) loads it lazily, when a guard
+or a decorated function meets a serializer or a typed return annotation: plain JSON results never load it.
+
 Example:
     >>> import dataclasses
     >>> @dataclasses.dataclass

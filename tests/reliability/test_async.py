@@ -43,9 +43,9 @@ from consumer import (
     EventType,
     IdempotencyConfig,
     IdempotencyGuard,
+    Outcome,
     async_process_partial_response,
 )
-from consumer.batch._run import Outcome
 from persistence import RecordStatus
 from samples.ledger import Ledger
 

@@ -11,6 +11,8 @@ DEFERRED = (
     "persistence.urls",
     "consumer.cli",
     "consumer.cli._key",
+    "consumer.cli._records",
+    "consumer.serialization",
     "consumer.sources._kafka",
     "consumer.sources._headers",
     "consumer.sources._record_views",

@@ -20,7 +20,7 @@ from events import sqs_event, sqs_record
 from fakes import CountingStore, FakeClock, FakeContext
 from records import NOW_MS, NOW_S
 
-import consumer._unguarded as disabled_module
+import consumer._reports as disabled_module
 from consumer import (
     AlreadyProcessed,
     BatchEventError,
