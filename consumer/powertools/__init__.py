@@ -13,9 +13,10 @@ One strongly consistent ``GetItem`` per first-time record while the window is op
 clock), one comparison. A failed read fails the record unrun, with our lock released.
 The Powertools record format is in ``consumer.powertools._formats``.
 
-The powertools wing owns the cut-over (this module) and Powertools' formats (``_formats``). It may import the core
-and ``persistence``, no other wing. The guard reaches it through the config it is given
-(``config.powertools_cutover``), never by an import: a consumer without a cut-over never loads it.
+The powertools wing owns the cut-over (this module) and Powertools' formats (``_formats``). It may import the core,
+``persistence`` and the sources wing (a Kafka record as its event carries it). The guard reaches it through the
+config it is given (``config.powertools_cutover``), never by an import: a consumer without a cut-over never loads
+it.
 """
 
 from __future__ import annotations
@@ -213,7 +214,10 @@ class PowertoolsCutover:
         return payload if expression is None else expression.search(payload, options=self._options)
 
     def powertools_key(self, data: Any) -> str | None:
-        """The key Powertools gave ``data`` (what its decorated function received); ``None``: it kept no record.
+        """The key Powertools gave ``data``; ``None``: it kept no record.
+
+        ``data`` is what our guard receives (a batch's record, a typed record, the data of an ``@idempotent_function``),
+        standing for what the Powertools function received: a batch record is hashed as its event carries it.
 
         Raises:
             Exception: Whatever selecting or serializing the payload raised (Powertools failed the same way, so it

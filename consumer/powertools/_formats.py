@@ -8,8 +8,9 @@
   the payload, with the ``powertools_*`` JMESPath functions (all of the payload for ``""``, the default). A
   selection that is empty, or only ``None`` values, has no key: no record is written.
 - Payload: the event; under ``@idempotent_function``, the data argument in plain form (a dataclass's ``asdict``,
-  a Pydantic model's ``model_dump(mode="json")``, a data class's raw event: a batch record handler's
-  ``SQSRecord`` is hashed as the raw record).
+  a Pydantic model's ``model_dump(mode="json")``, a data class's raw event). A batch record handler's data
+  class (``SQSRecord``, ``KinesisStreamRecord``, ``DynamoDBRecord``, ``KafkaEventRecord``) is hashed as the raw
+  record exactly as the event carries it: a Kafka record without its event's ``eventSource`` or cluster.
 - Item (its ``DynamoDBPersistenceLayer``): the key under ``id`` (or under ``sort_key_attr``, the partition key
   holding ``"idempotency#{AWS_LAMBDA_FUNCTION_NAME}"``); ``status`` ``INPROGRESS`` or ``COMPLETED``;
   ``expiration`` in epoch seconds, expired once the current second is past it; ``in_progress_expiration`` in
@@ -35,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from jmespath import functions
 
 from consumer._errors import IdempotencyConfigError
+from consumer.sources._kafka import as_delivered
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -79,12 +81,15 @@ def _hash_default(value: Any) -> Any:
 def powertools_payload(data: Any) -> Any:
     """What Powertools hashed for ``data``: its plain form, as Powertools prepares a decorated function's payload.
 
-    One of our typed records (``SQSRecord``...) stands for the Powertools data class the record handler received,
-    whose raw event Powertools hashed: its ``raw`` event. Otherwise a dataclass's ``asdict``, a Pydantic model's
-    ``model_dump(mode="json")``, an object's ``dict()`` or ``raw_event``, or ``data`` itself.
+    A batch record (a processor's, or one of our typed records standing for the Powertools data class the record
+    handler received) is the raw record as its event carries it: a Kafka record without the event fields our
+    parser adds to it. Otherwise a dataclass's ``asdict``, a Pydantic model's ``model_dump(mode="json")``, an
+    object's ``dict()`` or ``raw_event``, or ``data`` itself.
     """
     if getattr(type(data), "__keyed_by_raw__", False):
-        return data.raw
+        return as_delivered(data.raw)
+    if isinstance(data, dict):
+        return as_delivered(data)
     if dataclasses.is_dataclass(data) and not isinstance(data, type):
         return dataclasses.asdict(data)
     for method, kwargs in (("model_dump", {"mode": "json"}), ("dict", {})):
