@@ -4,7 +4,7 @@ This package's own modules are the core every record runs (docs/architecture.md)
 the config, keys, the invocation context, errors, the result codec and the decorators. Its features live in wings,
 its subpackages: ``batch``, ``sources``, ``serialization``, ``observability``, ``powertools``, ``cli``. Wings import
 the core; the core imports no wing but lazily, where a user's data asks for one (a typed result, a ``header()``
-key). This module is the public face: it re-exports every public name, the wings' included.
+key, a record without a key). This module is the public face: it re-exports every public name, the wings' included.
 
 Example:
     >>> from consumer import IdempotencyGuard, IdempotencyConfig, AlreadyProcessed
@@ -32,6 +32,7 @@ from consumer._context import (
 )
 from consumer._errors import (
     AlreadyProcessed,
+    DecodeLimitError,
     IdempotencyAlreadyInProgressError,
     IdempotencyConfigError,
     IdempotencyInconsistentStateError,
@@ -115,6 +116,7 @@ __all__ = [
     "BatchProcessor",
     "BatchSummary",
     "Clock",
+    "DecodeLimitError",
     "DynamoDBStreamRecord",
     "EventType",
     "IdempotencyAlreadyInProgressError",

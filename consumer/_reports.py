@@ -1,4 +1,4 @@
-"""What the guard reports, through the core: to its caller and to the log.
+r"""What the guard reports, through the core: to its caller and to the log.
 
 To its caller: who holds a lock it met (this process or another invocation), and a lock it could not release.
 To the log: a record run unguarded (no key selected), a result committed without its response, a release that
@@ -8,6 +8,12 @@ The structured log's field names and its one ``emit`` live here, so the guard an
 (:mod:`consumer.observability` documents it). Logging never decides an outcome: ``emit`` swallows what a handler,
 filter or record factory of the application raises (an ``Exception``), after one line on ``stderr``. Only the
 guard's own warnings are logged while records run; a batch processor logs the rest once the batch ran.
+
+Text shown to people, a log message or a line of the CLI's output, is kept on its one line (:func:`one_line`). It
+may quote what a producer wrote: a line break in it (``\n``, ``\r``, U+2028, U+2029, NEL) would start a line that
+a reader, or a log parser, takes for another record; a control character would reach the terminal (ANSI escapes);
+a bidirectional override would show the text in another order than it is. Each becomes its ``\uXXXX`` escape,
+which keeps JSON output valid JSON that reads back the same.
 
 A guard nested on its own record's key meets its own lock on every delivery: its error says so, instead of
 blaming "another invocation". Set operations are atomic under the GIL, so threads share the set of held locks.
@@ -19,6 +25,7 @@ import contextlib
 import functools
 import logging
 import os
+import re
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -26,10 +33,16 @@ from consumer._errors import IdempotencyAlreadyInProgressError
 from persistence import IdempotencyError, PersistenceLayerError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from consumer._context import LambdaContext
     from persistence import IdempotencyRecord
 
 logger = logging.getLogger("idempotent_consumer")
+
+# C0 controls (tab included: Lambda's text log format separates its fields with tabs), DEL, C1 controls (NEL
+# included), the line and paragraph separators, and the bidirectional marks, embeddings, overrides and isolates.
+_UNSAFE = "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]"
 
 #: The ``extra`` field names of a record's outcome, and of the summary.
 KEY, ITEM, SOURCE, OUTCOME, REQUEST_ID, EXCEPTION_TYPE = (
@@ -73,20 +86,31 @@ def fields(
 
 
 def emit(level: int, message: str, *args: object, extra: dict[str, Any], exc_info: BaseException | None = None) -> None:
-    """Log one record; whatever the application's logging setup raises (an ``Exception``) is swallowed.
+    """Log one record, its message formatted here and kept on one line; what logging raises is swallowed.
 
     Args:
         level: The ``logging`` level.
         message: The ``%``-style message, one line.
-        *args: Its arguments.
+        *args: Its arguments (an exception's text among them may hold line breaks: they are escaped).
         extra: The structured fields.
         exc_info: The exception whose traceback the record carries.
     """
+    text = message
     try:
         if logger.isEnabledFor(level):
-            logger.log(level, message, *args, extra=extra, exc_info=exc_info, stacklevel=2)
+            text = one_line(message % args if args else message)
+            logger.log(level, text, extra=extra, exc_info=exc_info, stacklevel=2)
     except Exception as e:  # noqa: BLE001 - a log line is never an outcome: the record's fate is decided already
-        unlogged(message % args if args else message, e)
+        unlogged(text, e)
+
+
+def one_line(text: str) -> str:
+    r"""``text`` with each line break, control character and bidirectional control escaped as ``\uXXXX``."""
+    return re.sub(_UNSAFE, _escaped, text)  # compiled on first use, then cached by re: nothing at import
+
+
+def _escaped(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
 
 
 def unlogged(what: str, error: BaseException) -> None:
@@ -128,14 +152,19 @@ def log_committed_without_response(  # noqa: PLR0917 - the guard's two call site
         emit(logging.WARNING, message + " (record %s)", key, cause, item_identifier, extra=extra)
 
 
-def log_unguarded(context: LambdaContext | None) -> None:
-    """The guard's once-per-invocation warning for records without a key (outside a batch processor)."""
+def log_unguarded(context: LambdaContext | None, why: str | None) -> None:
+    """The guard's once-per-invocation warning for records without a key (outside a batch processor).
+
+    ``why`` is the first such record's :func:`consumer.keys.missing_key_message`.
+    """
     invocation = request_id(context)
     extra = fields("unguarded", key=None, item_identifier=None, event_source=None, context=context, error=None)
     emit(
         logging.WARNING,
-        "no idempotency key selected: running the record(s) unguarded (invocation %s)",
+        "no idempotency key selected: running the record(s) unguarded, as raise_on_no_idempotency_key=False asks "
+        "(invocation %s): %s",
         invocation,
+        why,
         extra=extra,
     )
 
@@ -243,10 +272,14 @@ def _warn_unrecognised_disabled(variable: str, value: str) -> None:
 _warned_invocation: list[str | None] = []
 
 
-def warn_unguarded(context: LambdaContext | None) -> None:
-    """Warn that a record runs unguarded (no key selected): once per invocation (per process without a context)."""
+def warn_unguarded(context: LambdaContext | None, why: Callable[[], str | None]) -> None:
+    """Warn that a record runs unguarded (no key selected): once per invocation (per process without a context).
+
+    ``why`` says what selected nothing, on which record, and the fix when one is known; it is called only when the
+    warning is written.
+    """
     invocation = request_id(context)  # a test's stand-in context may have none
     if _warned_invocation and _warned_invocation[0] == invocation:
         return
     _warned_invocation[:] = [invocation]
-    log_unguarded(context)
+    log_unguarded(context, why())

@@ -9,7 +9,7 @@ import types
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from consumer._errors import AlreadyProcessed, IdempotencyAlreadyInProgressError
+from consumer._errors import AlreadyProcessed, IdempotencyAlreadyInProgressError, IdempotencyKeyError
 from consumer._handlers import LAMBDA_CONTEXT, NO_GUARD, OWN, POSITIONAL, guarded_function, handler_shape
 from consumer._reports import idempotency_disabled
 from consumer.batch._holders import BatchHolders, Waited, wait_budget_s, wait_for_holder
@@ -239,7 +239,13 @@ class BatchRun:
     @staticmethod
     def _succeeded(item: Item, guard: IdempotencyGuard) -> None:
         item.result, item.key = guard.result, guard.key
-        item.outcome = Outcome.PROCESSED if guard.key is not None else Outcome.UNGUARDED
+        if guard.key is not None:
+            item.outcome = Outcome.PROCESSED
+            return
+        item.outcome = Outcome.UNGUARDED
+        why = guard._no_key()  # noqa: SLF001 - the record's guard, which the processor made
+        if why is not None:  # no key selected (not idempotency disabled): the error not raised, as it was allowed
+            item.error = IdempotencyKeyError(why)
 
     def _failed(self, item: Item, error: Exception, guard: IdempotencyGuard | None) -> None:
         if guard is not None:

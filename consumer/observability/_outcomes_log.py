@@ -19,7 +19,9 @@ field                 value
 ===================== ===============================================================================
 
 A failed record's traceback travels as ``exc_info``. No record's payload is ever logged: only identifiers,
-keys, counts and the exception (whose text is the application's own).
+keys, counts and the exception (whose text is the application's own, and may quote a producer's field). A message
+is one line: its line breaks, control characters and bidirectional controls are escaped
+(:func:`consumer._reports.one_line`); the traceback keeps the exception's text as it is.
 
 Logging never decides an outcome: every line goes through :func:`consumer._reports.emit`, which swallows what a
 handler, filter or record factory of the application raises (an ``Exception``), after one line on ``stderr``. The
@@ -73,7 +75,9 @@ class Item:
         item_id: What ``batchItemFailures`` names.
         group: Its ordering key (FIFO group, partition key, item key), if any.
         outcome: What happened to it.
-        error: Why it failed (``None`` for a success, or a record deferred or skipped without running).
+        error: Why it failed (``None`` for a success, or a record deferred or skipped without running); for a record
+            that ran unguarded because no key was selected, the ``IdempotencyKeyError`` that
+            ``raise_on_no_idempotency_key=False`` did not raise.
         result: The handler's result, or the replayed response.
         key: Its idempotency key; ``None`` when it never reached its guard or ran unguarded.
         release_error: Set when releasing its lock after it failed failed as well.
@@ -121,8 +125,9 @@ def log_item(item: Item, event_source: str, context: LambdaContext | None, deadl
     outcome, error = item.outcome, item.error
     level = logging.WARNING
     traceback_of: BaseException | None = None  # a failure's traceback goes with its record
-    if outcome is Outcome.UNGUARDED:
-        name, what = outcome.value, "ran unguarded: no idempotency key selected, so a redelivery runs it again"
+    if outcome is Outcome.UNGUARDED:  # its error, when it has one, says why no key was selected and the fix
+        why = "no idempotency key selected" if error is None else _text(error)
+        name, what = outcome.value, f"ran unguarded: {why}; a redelivery runs it again"
     elif outcome is Outcome.IN_PROGRESS:  # the error names the key
         name, what = outcome.value, f"is in progress ({_text(error)}); {_REDELIVERED}"
     elif outcome is Outcome.DEFERRED:

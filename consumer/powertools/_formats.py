@@ -20,22 +20,25 @@
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import datetime as dt
 import decimal
 import enum
-import gzip
+import functools
 import hashlib
 import json
+import logging
 import math
 import uuid
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
+import jmespath
 from jmespath import functions
 
 from consumer._errors import IdempotencyConfigError
+from consumer._jmespath import decode_base64, inflate, parse_json
+from consumer._serde import encode_result
 from consumer.sources._kafka import as_delivered
 
 if TYPE_CHECKING:
@@ -46,19 +49,30 @@ INPROGRESS = "INPROGRESS"
 
 
 class PowertoolsFunctions(functions.Functions):
-    # The functions Powertools lets key expressions use, decoding base64 as leniently as it does.
+    # The functions Powertools lets key expressions use, decoding base64 as leniently as it does; bounded as ours
+    # are (the cut-over reads the same producers' records), failing as Powertools' do within the bound.
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
 
     @functions.signature({"types": ["string"]})
     def _func_powertools_json(self, value: str) -> Any:
-        return json.loads(value)
+        return parse_json(value, self.limit, "powertools_json")
 
     @functions.signature({"types": ["string"]})
     def _func_powertools_base64(self, value: str) -> str:
-        return base64.b64decode(value).decode()
+        return decode_base64(value, self.limit, "powertools_base64", validate=False).decode()
 
     @functions.signature({"types": ["string"]})
     def _func_powertools_base64_gzip(self, value: str) -> str:
-        return gzip.decompress(base64.b64decode(value)).decode()
+        data = decode_base64(value, self.limit, "powertools_base64_gzip", validate=False)
+        return inflate(data, self.limit, "powertools_base64_gzip").decode()
+
+
+@functools.cache
+def powertools_options(limit: int) -> jmespath.Options:
+    """Powertools' default JMESPath options, its functions decoding at most ``limit`` bytes."""
+    return jmespath.Options(custom_functions=PowertoolsFunctions(limit))
 
 
 def _hash_default(value: Any) -> Any:
@@ -126,3 +140,17 @@ def digest(value: Any, hash_constructor: Callable[[bytes], Any]) -> str:
     text = json.dumps(value, sort_keys=True, default=_hash_default)
     hexdigest: str = hash_constructor(text.encode()).hexdigest()
     return hexdigest
+
+
+def stored_response(key: str, value: Any) -> str | None:
+    """Our encoding of the response Powertools stored (its JSON text); ``None`` when there is none to replay."""
+    text = value.get("S") if isinstance(value, dict) else None
+    if not text:
+        return None
+    try:
+        return encode_result(json.loads(text))
+    except ValueError as e:  # the body ran: replay without the response rather than run it again
+        logging.getLogger("idempotent_consumer").warning(
+            "the response of Powertools record %r cannot be replayed (%s): replaying None", key, e
+        )
+        return None

@@ -2,8 +2,9 @@
 
 The sources wing owns what each source delivers: SQS, Kinesis and DynamoDB Streams here, Kafka's records and
 headers (``_kafka``), the header a key is read from (``_headers``), Powertools-shaped views of Kinesis and stream
-records (``_record_views``) and DynamoDB's attribute values (``_attribute_values``). Those modules load with the
-first record, batch or key that needs them. It may import the core and ``persistence``, no other wing.
+records (``_record_views``), DynamoDB's attribute values (``_attribute_values``) and what a key selection that
+selected nothing says about the record (``_missing_key``). Those modules load with the first record, batch or key
+that needs them. It may import the core and ``persistence``, no other wing.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ DEFERRED = (
     "consumer.cli",
     "consumer.cli._key",
     "consumer.cli._records",
+    "consumer.sources._missing_key",
     "consumer.serialization",
     "consumer.sources._kafka",
     "consumer.sources._headers",

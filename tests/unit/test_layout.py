@@ -35,6 +35,9 @@ LAZY_CORE_TO_WING = {
     ("consumer._output", "consumer.serialization"),
     # header() in a key expression reads a Kafka or SQS header: most keys never call it.
     ("consumer._jmespath", "consumer.sources"),
+    # A key selection that selected nothing: the message names the record by its source's id, and the source's
+    # field that holds JSON text (an SQS body). A record whose key is found never loads it.
+    ("consumer.keys", "consumer.sources"),
 }
 
 
