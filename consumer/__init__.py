@@ -6,7 +6,7 @@ its subpackages: ``batch``, ``sources``, ``serialization``, ``observability``, `
 the core; the core imports no wing but lazily, where a user's data asks for one (a typed result, a ``header()``
 key, a record without a key). This module is the public face: it re-exports every public name, the wings' included.
 
-Example:
+Examples:
     >>> from consumer import IdempotencyGuard, IdempotencyConfig, AlreadyProcessed
     >>> from persistence import InMemoryPersistenceLayer
     >>> store, config = InMemoryPersistenceLayer(), IdempotencyConfig(event_key_jmespath="messageId")

@@ -12,6 +12,7 @@ It may import the core (``consumer._reports`` writes every line, the guard's own
 from consumer.observability._outcomes_log import (
     HOOK_FAILED,
     LOCK_LOST,
+    NOT_RUN,
     Item,
     Outcome,
     log_interrupted,
@@ -23,6 +24,7 @@ from consumer.observability.metrics import Metrics, document, resolve
 __all__ = [
     "HOOK_FAILED",
     "LOCK_LOST",
+    "NOT_RUN",
     "Item",
     "Metrics",
     "Outcome",

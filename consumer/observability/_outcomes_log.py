@@ -65,6 +65,13 @@ class Outcome(str, enum.Enum):
         return self is Outcome.PROCESSED or self is Outcome.REPLAYED or self is Outcome.UNGUARDED
 
 
+#: Why a record failed without running, in words (an entire batch failure names it; so does the outcome log).
+NOT_RUN = {
+    Outcome.SKIPPED: "an earlier record it must not overtake failed",
+    Outcome.DEFERRED: "too little time was left before the Lambda deadline",
+}
+
+
 @dataclass(slots=True)
 class Item:
     """One record of a batch and what became of it (what ``on_outcome`` hooks and ``processor.items`` get).
@@ -134,7 +141,7 @@ def log_item(item: Item, event_source: str, context: LambdaContext | None, deadl
         name = outcome.value
         what = f"deferred: less than {deadline_margin_ms} ms were left before the Lambda deadline; {_REDELIVERED}"
     elif outcome is Outcome.SKIPPED:
-        name, what = outcome.value, f"skipped: an earlier record it must not overtake failed; {_REDELIVERED}"
+        name, what = outcome.value, f"skipped: {NOT_RUN[outcome]}; {_REDELIVERED}"
     elif isinstance(error, LockLostError):  # the error names the key
         name, traceback_of = LOCK_LOST, error
         what = f"lost its lock to another invocation, so its result was not stored ({_text(error)}); {_REDELIVERED}"

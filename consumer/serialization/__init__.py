@@ -22,7 +22,7 @@ and saying where and why it does not (``_positions``, ``_describe``). It may imp
 no other wing. The core's result codec (``consumer._output``, ``consumer._serde``) loads it lazily, when a guard
 or a decorated function meets a serializer or a typed return annotation: plain JSON results never load it.
 
-Example:
+Examples:
     >>> import dataclasses
     >>> @dataclasses.dataclass
     ... class Receipt:
@@ -112,7 +112,7 @@ class NoOpSerializer(BaseIdempotencySerializer):
 class CustomDictSerializer(BaseIdempotencySerializer):
     """A serializer made of two functions.
 
-    Example:
+    Examples:
         >>> import fractions
         >>> serializer = CustomDictSerializer(
         ...     to_dict=lambda f: {"n": f.numerator, "d": f.denominator},
@@ -263,7 +263,7 @@ def serializer_for(output_type: Any) -> BaseIdempotencySerializer | None:
         IdempotencyModelTypeError: A union of several types holding a dataclass or a model (``A | B``): a
             stored dict does not say which one to rebuild.
 
-    Example:
+    Examples:
         >>> import dataclasses
         >>> @dataclasses.dataclass
         ... class Line:
