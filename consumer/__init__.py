@@ -32,6 +32,7 @@ from consumer._context import (
 )
 from consumer._errors import (
     AlreadyProcessed,
+    DataArgumentError,
     DecodeLimitError,
     IdempotencyAlreadyInProgressError,
     IdempotencyConfigError,
@@ -61,6 +62,7 @@ from consumer.batch import (
     BatchSummary,
     PartialBatchResponse,
     SqsFifoPartialProcessor,
+    UnexpectedBatchTypeError,
     process_partial_response,
 )
 from consumer.config import IdempotencyConfig, ResponseHook
@@ -116,6 +118,7 @@ __all__ = [
     "BatchProcessor",
     "BatchSummary",
     "Clock",
+    "DataArgumentError",
     "DecodeLimitError",
     "DynamoDBStreamRecord",
     "EventType",
@@ -154,6 +157,7 @@ __all__ = [
     "ResponseHook",
     "SQSRecord",
     "SqsFifoPartialProcessor",
+    "UnexpectedBatchTypeError",
     "async_process_partial_response",
     "canonical_json",
     "current_idempotency_key",

@@ -12,9 +12,9 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic
 
+from consumer._errors import BatchProcessingError
 from consumer._handlers import LAMBDA_CONTEXT, OWN, handler_shape, refuse_dropped_cutover
 from consumer.batch._event import (
-    BatchProcessingError,
     BatchSummary,
     PartialBatchResponse,
     parse,
