@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from consumer.sources import RawEventView
+from consumer.sources._raw_view import RawEventView
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from consumer.sources import RawEventView
+from consumer.sources._raw_view import RawEventView
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

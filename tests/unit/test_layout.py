@@ -5,7 +5,9 @@ of the library, written at module level or inside a function (a lazy import), as
 consumer.batch import _report`` names ``consumer.batch._report``, ``from consumer.batch import BatchProcessor``
 names ``consumer.batch``. Importing a module also runs the ``__init__`` of each package above it that the importer
 is not itself inside (its own packages are being imported already): ``consumer.batch._report`` importing
-``consumer.observability.metrics`` runs ``consumer.observability`` too, so that is an edge as well.
+``consumer.observability.metrics`` runs ``consumer.observability`` too, so that is an edge as well. A module that
+names a package above itself (``from consumer.sources import SQSRecord`` in ``consumer/sources/_record_views.py``)
+has that edge: the package's ``__init__`` may not have defined the name yet.
 
 What is not an edge: an import under ``if TYPE_CHECKING:`` (it never runs). A circle through a lazy import is a
 circle: the issue's ``guard -> ... -> _outcomes_log -> _batch_run -> guard`` ran through one.
@@ -113,8 +115,9 @@ def imports_of(module: str) -> tuple[Import, ...]:
         parts = imp.target.split(".")
         for depth in range(1, len(parts) + 1):
             target = ".".join(parts[:depth])
-            inside = module == target or module.startswith(target + ".")  # already being imported
-            if target in modules() and not inside and target != module:
+            inside = module.startswith(target + ".")  # a package above the importer: being imported already
+            named = depth == len(parts)  # the module the statement names: an edge even to a package above
+            if target in modules() and target != module and (named or not inside):
                 found.setdefault((target, imp.lazy), imp._replace(target=target))
     return tuple(found.values())
 
