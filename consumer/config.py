@@ -61,7 +61,7 @@ class IdempotencyConfig:
         response_hook: Applied to a replayed response.
         powertools_cutover: While moving over from Powertools: read its table through for records our store does
             not know yet, until a given date (see :class:`consumer.PowertoolsCutover`).
-        key_header: A producer-set key, by name (``"Idempotency-Key"``, matched case-insensitively): a Kafka
+        key_header: A producer-set key, by name (``"Idempotency-Key"``, its ASCII letters in any case): a Kafka
             header (its UTF-8 text; a value that is not UTF-8 keys as its bytes, unlike any text), an SQS message
             attribute's ``stringValue``, an EventBridge event's ``detail`` field. The same
             as ``event_key_jmespath="header(@, 'Idempotency-Key')"`` (the JMESPath function composes: ``header(@,

@@ -25,6 +25,8 @@ from consumer import (
     make_key,
 )
 from consumer._kafka import kafka_records
+from consumer._serde import OwnIdKey
+from consumer.keys import key_selection
 from persistence import InMemoryPersistenceLayer
 
 
@@ -263,8 +265,8 @@ def test_a_header_without_a_value_reads_as_absent_and_fails_nothing():
     assert make_key(keyless, HEADER) == make_key(
         kafka_record("t", 0, 1, {}, headers=[("Idempotency-Key", b"k-5")]), HEADER
     )
-    by_id = IdempotencyConfig(key_prefix="p")
-    assert make_key(bare, HEADER) == make_key(bare, by_id)
+    own_id, _ = key_selection(bare, IdempotencyConfig())
+    assert key_selection(bare, HEADER) == (OwnIdKey(own_id), True)  # keyed by its own id, tagged as such
 
 
 # Producer-set keys: one header name, every source.

@@ -10,12 +10,14 @@ import gzip
 import hashlib
 import json
 
+import jmespath
 import pydantic
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from consumer import IdempotencyConfig, IdempotencyKeyError, canonical_json, keys, make_key
+from consumer._jmespath import compile_expression, search
 from consumer.event_sources import SQSRecord
 
 AT = dt.datetime(2024, 5, 1, 12, 30, tzinfo=dt.timezone.utc)
@@ -39,21 +41,37 @@ def test_equal_payloads_hash_equally_whatever_the_key_order_or_spacing():
     assert make_key({"body": '{"a": 2, "b": [1, 2]}'}, config) != one
 
 
+STREAM = "arn:aws:kinesis:eu-west-1:123456789012:stream/orders"
+TABLE_STREAM = "arn:aws:dynamodb:eu-west-1:123456789012:table/accounts/stream/2026-01-01T00:00:00.000"
+
+
 @pytest.mark.parametrize(
     ("record", "own_id"),
     [
         ({"messageId": "m-1", "eventSource": "aws:sqs", "attributes": {"ApproximateReceiveCount": "3"}}, "m-1"),
         (
-            {"eventID": "shardId-000:4959", "eventSource": "aws:kinesis", "kinesis": {"data": "e30="}},
-            "shardId-000:4959",
+            {"eventID": "shardId-000:4959", "eventSourceARN": STREAM, "kinesis": {"data": "e30="}},
+            [STREAM, "shardId-000:4959"],
         ),
-        ({"eventID": "c4ca4238", "eventSource": "aws:dynamodb", "dynamodb": {"Keys": {}}}, "c4ca4238"),
+        ({"eventID": "c4ca4238", "eventSourceARN": TABLE_STREAM, "dynamodb": {}}, [TABLE_STREAM, "c4ca4238"]),
         ({"id": "e-7", "detail-type": "OrderPlaced", "source": "shop", "detail": {}}, "e-7"),
     ],
     ids=["sqs", "kinesis", "dynamodb", "eventbridge"],
 )
 def test_default_key_is_the_records_own_id(record, own_id):
     assert make_key(record, IdempotencyConfig()) == "local#" + digest(own_id)
+
+
+@pytest.mark.parametrize("source", ["kinesis", "dynamodb"])
+def test_a_stream_records_default_key_is_its_id_in_its_stream(source):
+    # eventID is unique within its stream only: two streams read by one function each have a shardId-000...:1.
+    record = {"eventID": "shardId-000000000000:1", "eventSource": f"aws:{source}", source: {}}
+    one, other = (make_key({**record, "eventSourceARN": f"{STREAM}-{n}"}, IdempotencyConfig()) for n in (1, 2))
+    assert one != other
+    assert keys.DEFAULT_KEY_EXPRESSIONS[source] == "eventID && [eventSourceARN, eventID]"
+    assert make_key(record, IdempotencyConfig()) == "local#" + digest([None, "shardId-000000000000:1"])  # no ARN
+    for missing in (None, ""):  # no eventID: no key, whatever the stream
+        assert make_key({**record, "eventSourceARN": STREAM, "eventID": missing}, IdempotencyConfig()) is None
 
 
 def test_without_a_known_id_the_whole_record_is_hashed():
@@ -137,6 +155,22 @@ def test_key_ignores_key_order_and_whitespace_of_any_json_body(payload, seed):
     compact = {"body": json.dumps(payload, separators=(",", ":"))}
     shuffled = {"body": json.dumps(dict(items), indent=2)}
     assert make_key(compact, config) == make_key(shuffled, config)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    record=st.dictionaries(st.sampled_from("abc"), JSON_VALUES | st.floats(allow_nan=False), max_size=3),
+    expression=st.sampled_from(["a", "[a, b]", "a && b", "a && [b, c]", "a && b && c", "[a] && b", "a && b.c"]),
+)
+def test_expressions_looked_up_directly_select_what_jmespath_selects(record, expression):
+    # Fields, lists of fields and ``&&`` of those skip JMESPath's tree walk (the default stream key is one).
+    assert search(compile_expression(expression), record) == jmespath.search(expression, record)
+
+
+@settings(max_examples=300, deadline=None)
+@given(items=st.lists(st.text(), max_size=4))
+def test_a_list_of_strings_is_written_as_the_encoder_writes_it(items):
+    assert canonical_json(items) == canonical_json(tuple(items))  # a tuple takes the encoder's path
 
 
 # -- values nested in a dict or a list: JMESPath sees into them, keys that worked before stay ------------------
