@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
+import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -155,6 +157,24 @@ def _check_hash_function(name: str) -> None:
         raise IdempotencyConfigError(f"hash_function {name!r} is not available here (one of {available})") from e
     # shake_128 / shake_256 report 0 and need a length for every digest: keys must have one fixed length.
     _require(digest_size > 0, f"hash_function {name!r} is not a fixed-length digest")
+    if name.lower() in _COLLIDING:
+        with _warned_lock:
+            if name.lower() in _warned:
+                return
+            _warned.add(name.lower())
+        logger.warning(
+            "hash_function %r: collisions of it can be made on purpose, so a producer who controls what a key "
+            "selects can give two records one key (the second replays the first's result); use sha256",
+            name,
+        )
+
+
+logger = logging.getLogger("idempotent_consumer")
+#: Digests whose collisions can be computed: warned of once per process and name (the Powertools cut-over hashes
+#: Powertools' keys with its md5 apart from this config, to find its records, and warns of nothing).
+_COLLIDING = frozenset(("md4", "md5", "md5-sha1", "sha1"))
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
 
 
 def _require(condition: bool, message: str) -> None:

@@ -129,9 +129,37 @@ def test_unserializable_selection_is_a_key_error():
 
 
 def test_keys_that_serialize_alike_are_named_by_their_types_never_by_their_values():
-    with pytest.raises(IdempotencyKeyError, match=r"serialize alike \(keys of types int, str\)") as caught:
-        make_key({"card": {4111: "a", "4111": "b"}}, IdempotencyConfig(event_key_jmespath="card"))
+    nan = float("nan")  # two NaN keys: unequal, so both are kept; both written NaN
+    with pytest.raises(IdempotencyKeyError, match=r"serialize alike \(keys of types float, str\)") as caught:
+        make_key({"card": {nan: "a", float("nan"): "b", "4111": "c"}}, IdempotencyConfig(event_key_jmespath="card"))
     assert "4111" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("keyed", "as_text"),
+    [
+        ({1: "x"}, {"1": "x"}),
+        ({None: "x"}, {"null": "x"}),
+        ({True: "x"}, {"true": "x"}),
+        ({1.5: "x", "a": 1}, {"1.5": "x", "a": 1}),
+        ({decimal.Decimal("0.1"): "x"}, {'{"__ic__":"decimal","v":"0.1"}': "x"}),
+        ({"card": {4111: "a", "4111": "b"}}, {"card": {"4111": "a", "4111 ": "b"}}),
+    ],
+)
+def test_a_dict_key_that_is_no_string_never_keys_as_its_text(keyed, as_text):
+    # {1: x} and {"1": x} were one key: an argument of an @idempotent_function keyed by an int replayed the result
+    # of one keyed by that int's text.
+    config = IdempotencyConfig(key_prefix="p")
+    assert make_key(keyed, config) != make_key(as_text, config)
+    assert make_key({"tenant": "t", "data": keyed}, config) != make_key({"tenant": "t", "data": as_text}, config)
+
+
+def test_equal_numbers_as_dict_keys_still_key_alike():
+    config = IdempotencyConfig(key_prefix="p")
+    assert (
+        make_key({1: "x"}, config) == make_key({1.0: "x"}, config) == make_key({decimal.Decimal("1.00"): "x"}, config)
+    )
+    assert canonical_json({2: "b", 1: "a", "z": None}) == '{"__ic__":"dict","v":[["z",null],[1,"a"],[2,"b"]]}'
 
 
 def test_other_hash_functions():
@@ -297,3 +325,32 @@ def test_a_part_reached_deep_first_is_selected_from_where_it_is_shallow():
         == make_key({"b": shared}, config)
         == make_key(7, IdempotencyConfig())
     )
+
+
+def _body_number(text: str) -> str | None:
+    return make_key({"body": f'{{"n": {text}}}'}, IdempotencyConfig(event_key_jmespath="powertools_json(body).n"))
+
+
+@pytest.mark.parametrize(
+    ("one", "other", "meet"),
+    [
+        ("9007199254740993.0", "9007199254740992.0", True),  # 16 significant digits, one double
+        ("8.755399421360170", "8.755399421360171", True),
+        ("0.10000000000000001", "0.1", True),
+        ("9007199254740992", "9007199254740993.0", True),  # an integer meets the float of its value
+        ("1e400", "2e400", True),  # both Infinity
+        ("1e-400", "0", True),
+        ("9007199254740993", "9007199254740992", False),  # integers parse exactly, however long
+        ("123456789012345678901234567890", "123456789012345678901234567891", False),
+        ("0.100000000000001", "0.100000000000002", False),  # 15 significant digits
+    ],
+)
+def test_json_numbers_key_by_their_value_once_parsed(one, other, meet):
+    assert (_body_number(one) == _body_number(other)) is meet
+
+
+@settings(max_examples=300, deadline=None)
+@given(digits=st.integers(10**14, 10**15 - 2), step=st.integers(1, 10**14), exponent=st.integers(-300, 290))
+def test_fractional_json_numbers_of_at_most_fifteen_significant_digits_never_meet(digits, step, exponent):
+    other = min(digits + step, 10**15 - 1)
+    assert _body_number(f"{digits}e{exponent}") != _body_number(f"{other}e{exponent}")
