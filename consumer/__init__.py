@@ -27,6 +27,7 @@ from consumer._context import (
 )
 from consumer._errors import (
     AlreadyProcessed,
+    DecodeLimitError,
     IdempotencyAlreadyInProgressError,
     IdempotencyConfigError,
     IdempotencyInconsistentStateError,
@@ -110,6 +111,7 @@ __all__ = [
     "BatchProcessor",
     "BatchSummary",
     "Clock",
+    "DecodeLimitError",
     "DynamoDBStreamRecord",
     "EventType",
     "IdempotencyAlreadyInProgressError",

@@ -259,6 +259,7 @@ class AsyncBatchRun(BatchRun):
 
     def _deadline(self, workers: Iterable[asyncio.Task[None]]) -> None:
         self._past_deadline = True
+        abandoned = False
         for number, worker in enumerate(workers):
             if not worker.done():
                 guard = self._in_flight.get(number)
@@ -266,8 +267,16 @@ class AsyncBatchRun(BatchRun):
                     # Work the body handed to a thread (asyncio.to_thread, run_in_executor) is not stopped by a
                     # cancellation: a released lock would let a redelivery run it again while it still runs.
                     guard.release_on_failure = False
+                    abandoned = True
                 self._deadline_cancels.add(worker)
                 worker.cancel()
+        if abandoned:
+            # asyncio.run joins the loop's default executor before it returns, so a thread still running there
+            # would hold the partial response past the Lambda timeout. The loop gets a fresh executor; the old
+            # one, no longer the loop's, lets its threads finish on their own (or freeze with the process).
+            from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415 - only at a deadline
+
+            asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(thread_name_prefix="asyncio"))
 
     def _settle_unreached(self) -> None:
         # A worker cancelled by the deadline between two records never reached the rest of its groups.

@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from consumer._one_line import one_line
 from persistence import (
     DEFAULT_STORE_URL,
     STORE_URL_VARIABLE,
@@ -43,8 +44,12 @@ class CommandError(Exception):
 def out(text: str = "") -> None:
     r"""Print one line of the command's output; text stdout cannot encode is printed backslash-escaped.
 
-    A stored response may hold a lone surrogate (``"\ud83d"``); escaped, it still reads back as JSON.
+    The output quotes what a store holds (keys, responses, a foreign table's rows) and what a producer wrote (the
+    ``key`` command's selections): its line breaks, control characters and bidirectional controls are escaped
+    (``\u2028``), so the line stays one line, reaches the terminal as text, and JSON output stays the same JSON. A
+    stored response may hold a lone surrogate (``"\ud83d"``); escaped, it still reads back as JSON.
     """
+    text = one_line(text)
     try:
         print(text)  # noqa: T201 - the command's output
     except UnicodeEncodeError:
@@ -64,14 +69,17 @@ def store_url(option: str | None) -> str:
     return option or os.environ.get(STORE_URL_VARIABLE) or DEFAULT_STORE_URL
 
 
-def open_store(option: str | None) -> PersistenceLayer:
+def open_store(option: str | None, *, read_only: bool = True) -> PersistenceLayer:
     """The store the ``records`` commands read: ``--store``, else ``$IDEMPOTENCY_STORE_URL``, else the default.
 
     A SQLite file that does not exist is an error (exit 1), never an empty store created on the spot: a
     command run from the wrong directory, or with a mistyped path, would show no records and leave a file behind.
+    A command that only reads opens a SQLite file read-only: it creates no table and switches no journal mode (the
+    file may be another application's database that happens to have a ``records`` table).
 
     Args:
         option: The ``--store`` option's value (``None`` when it was not given).
+        read_only: Whether the command only reads (``records delete`` writes).
 
     Raises:
         CommandError: The URL names no store (exit 2), or a SQLite file that does not exist (exit 1).
@@ -92,6 +100,8 @@ def open_store(option: str | None) -> PersistenceLayer:
             f"{str(store.path)!r} is a SQLite file but not an idempotency store: it has no 'records' table (store"
             f" {url!r}); name the file the consumer writes, with --store or ${STORE_URL_VARIABLE}"
         )
+    if isinstance(store, SQLitePersistenceLayer) and read_only:
+        return SQLitePersistenceLayer(store.path, read_only=True)
     return store
 
 
@@ -150,7 +160,10 @@ def _print_table(records: list[IdempotencyRecord], as_json: bool) -> None:
             out(json.dumps(row, ensure_ascii=False))
         return
     header = ("KEY", "STATUS", "EXPIRES", "LOCK DEADLINE", "RESPONSE")
-    cells = [(r["key"], r["status"], r["expires"], r["lock_deadline"], _size(r["response_bytes"])) for r in rows]
+    # The key escaped before the widths are measured (out() escapes again, to the same text): the columns align.
+    cells = [
+        (one_line(r["key"]), r["status"], r["expires"], r["lock_deadline"], _size(r["response_bytes"])) for r in rows
+    ]
     widths = [max(len(str(c[i])) for c in [header, *cells]) for i in range(len(header))]
     for line in [header, *cells]:
         out("  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
@@ -189,11 +202,8 @@ def records_show(args: argparse.Namespace) -> int:
     for name, value in row.items():
         out(f"{name + ':':<24}{value}")
     out("response:")
-    out(
-        "  (not stored)"
-        if response is None
-        else "  " + json.dumps(json.loads(response), indent=2).replace("\n", "\n  ")
-    )
+    for line in ["(not stored)"] if response is None else json.dumps(json.loads(response), indent=2).splitlines():
+        out("  " + line)
     return EXIT_OK
 
 
@@ -216,14 +226,25 @@ def _describe(record: IdempotencyRecord) -> str:
     return f"{record.status.value} under lease {record.lease}"
 
 
+def _changed(read: IdempotencyRecord, now: IdempotencyRecord | None) -> str:
+    """Why nothing was deleted: the record ``read`` is no longer there as it was; ``now`` is what is there."""
+    same_lease = now is not None and now.lease == read.lease
+    why = "its holder committed it" if same_lease else "it was deleted" if now is None else "it was acquired again"
+    return (
+        f"nothing deleted: {read.key!r} changed since it was read ({why} meanwhile): it was {_describe(read)}, "
+        f"it is now {'gone' if now is None else _describe(now)}; run the command again to see it as it is now"
+    )
+
+
 def records_delete(args: argparse.Namespace) -> int:
     """``records delete KEY``: let one record run again (asks first, unless ``--yes``).
 
     A live ``IN_PROGRESS`` lock (its holder may still be running) is refused unless ``--force``: deleting
-    it lets a duplicate run beside the holder. Only the record read and checked is deleted (a delete
-    conditional on its lease): if it changed meanwhile, nothing is deleted.
+    it lets a duplicate run beside the holder. Only the record read and checked is deleted (the store's
+    ``release``, conditional on its status and lease): if it changed meanwhile (its holder committed it while
+    the operator was asked, or another invocation acquired it), nothing is deleted and the command fails.
     """
-    store = open_store(args.store)
+    store = open_store(args.store, read_only=False)
     record = _get(store, args.key)
     holder = _live_lock(record, _now_ms())
     if holder is not None and not args.force:
@@ -235,18 +256,14 @@ def records_delete(args: argparse.Namespace) -> int:
         question = f"Delete {record.status.value} record {args.key!r}? Its record will run again."
         if holder is not None:
             question = f"Delete the live IN_PROGRESS lock {args.key!r}, {holder}? A duplicate may run beside it."
-        sys.stdout.write(f"{question} [y/N] ")
+        sys.stdout.write(f"{one_line(question)} [y/N] ")
         sys.stdout.flush()
         if sys.stdin.readline().strip().lower() not in ("y", "yes"):
             raise CommandError("not deleted")
     try:
-        store.release(args.key, record.lease)
+        store.release(record)
     except LockLostError as e:
-        now = "gone" if e.existing_record is None else _describe(e.existing_record)
-        raise CommandError(
-            f"the record changed since it was read: {args.key!r} was {_describe(record)}, is now {now}; "
-            "nothing deleted, try again"
-        ) from e
+        raise CommandError(_changed(record, e.existing_record)) from e
     out(f"deleted {args.key}")
     return EXIT_OK
 

@@ -14,6 +14,30 @@ class IdempotencyKeyError(IdempotencyError):
     """The idempotency key could not be selected from the record (missing, or the expression failed)."""
 
 
+class DecodeLimitError(IdempotencyKeyError):
+    """A key expression's decoder met more than ``max_decoded_bytes`` of a record's data: the record fails alone.
+
+    A gzip body that inflates past the limit (a bomb), or a JSON text too long or with too many values to parse
+    within it. The message names the function, the limit and the record, never the data.
+
+    Attributes:
+        function: The JMESPath function that refused (``base64_gzip_decode``, ``json_parse``, ...).
+        limit: The ``max_decoded_bytes`` in force.
+    """
+
+    def __init__(self, message: str, *, function: str, limit: int) -> None:
+        """Build the error.
+
+        Args:
+            message: What was refused, naming the function and the limit.
+            function: The JMESPath function that refused.
+            limit: The ``max_decoded_bytes`` in force.
+        """
+        super().__init__(message)
+        self.function = function
+        self.limit = limit
+
+
 class IdempotencyConfigError(IdempotencyError, ValueError):
     """The configuration is invalid (bad JMESPath, unknown hash function, non-positive duration)."""
 

@@ -1,41 +1,146 @@
-"""JMESPath with the custom functions users need to reach into SQS bodies, Kinesis data and producers' headers."""
+"""JMESPath with the custom functions users need to reach into SQS bodies, Kinesis data and producers' headers.
+
+The decoding functions are bounded (``IdempotencyConfig.max_decoded_bytes``), and so are the cut-over's (which
+share the helpers here): a record is data a producer controls, and one that inflates or parses past the bound fails
+alone with a :class:`~consumer.DecodeLimitError` instead of taking the invocation, and its batch, down.
+"""
 
 from __future__ import annotations
 
 import base64
-import gzip
+import functools
 import json
 import operator
+import re
 import zlib
 from typing import TYPE_CHECKING, Any
 
 import jmespath
 from jmespath import functions
 
+from consumer._errors import DecodeLimitError
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
+#: Lambda's invocation payload limit: no producer's record can be larger before it is decoded.
+DEFAULT_MAX_DECODED_BYTES = 6 * 1024 * 1024
+#: A JSON text may hold one ``{``, ``[``, ``:`` or ``,`` per this many bytes of the limit. Parsed, each costs up to
+#: ~75 bytes (``[{},{},...]`` takes 24 times its text): the bound keeps the parse within ~5 times the limit.
+JSON_BYTES_PER_VALUE = 16
+_CHUNK = 4096  # gzip input fed per call: after each member its unread rest is copied, so many tiny members stay cheap
+_NOT_ZERO = re.compile(rb"[^\x00]")
+
+
+def parse_json(text: str, limit: int, function: str) -> Any:
+    """``json.loads(text)``, refused past ``limit`` characters or ``limit // JSON_BYTES_PER_VALUE`` values.
+
+    Values are counted by their ``{``, ``[``, ``:`` and ``,`` (those in strings too: an upper bound, read in C).
+
+    Raises:
+        DecodeLimitError: The text is longer, or holds more values.
+        ValueError: It is not JSON (or has an integer past Python's digit limit).
+        RecursionError: It nests too deeply.
+    """
+    values = text.count(",") + text.count(":") + text.count("{") + text.count("[")
+    most = limit // JSON_BYTES_PER_VALUE
+    if len(text) > limit or values > most:
+        msg = (
+            f"{function}() parses at most {limit} characters with at most {most} of '{{', '[', ':' and ',' "
+            f"(max_decoded_bytes {limit}): this text has {len(text)} characters and {values} of them"
+        )
+        raise DecodeLimitError(msg, function=function, limit=limit)
+    return json.loads(text)
+
+
+def decode_base64(text: str, limit: int, function: str, *, validate: bool = True) -> bytes:
+    """The bytes of base64 ``text``, refused when they could pass ``limit`` (``validate``: strictly, as we decode).
+
+    Raises:
+        DecodeLimitError: The text may decode to more than ``limit`` bytes.
+        binascii.Error: It is not base64 (a ``ValueError``).
+    """
+    if len(text) // 4 * 3 > limit:
+        msg = (
+            f"{function}() decodes at most {limit} bytes (max_decoded_bytes): this text of {len(text)} characters "
+            f"decodes to up to {len(text) // 4 * 3}"
+        )
+        raise DecodeLimitError(msg, function=function, limit=limit)
+    return base64.b64decode(text, validate=validate)
+
+
+def inflate(data: bytes, limit: int, function: str) -> bytes:
+    """The gzip ``data`` inflated, every member of it as ``gzip.decompress`` reads them, to at most ``limit`` bytes.
+
+    Inflated a chunk at a time, each call told how much may still come out: a bomb stops at the limit.
+
+    Raises:
+        DecodeLimitError: The data inflates to more than ``limit`` bytes.
+        gzip.BadGzipFile: It is not gzip, or its CRC or length does not match (an ``OSError``).
+        EOFError: It ends before its last member does.
+    """
+    view, out, at = memoryview(data), bytearray(), 0
+    while at < len(view):
+        inflater = zlib.decompressobj(wbits=31)  # one gzip member: header, deflate stream, CRC and length checked
+        while not inflater.eof:
+            chunk = view[at : at + _CHUNK]
+            if not chunk:
+                msg = "the gzip data ends before its end-of-stream marker"
+                raise EOFError(msg)
+            try:
+                out += inflater.decompress(chunk, limit - len(out) + 1)
+            except zlib.error as e:
+                from gzip import BadGzipFile  # noqa: PLC0415 - what gzip.decompress raises, only when it is raised
+
+                raise BadGzipFile(str(e)) from None  # zlib's text names the check that failed, quotes no byte
+            if len(out) > limit:
+                msg = f"{function}() inflates at most {limit} bytes (max_decoded_bytes): this data inflates to more"
+                raise DecodeLimitError(msg, function=function, limit=limit)
+            at += len(chunk) - len(inflater.unused_data)
+        after = _NOT_ZERO.search(data, at)  # zero bytes may pad members apart, as gzip.decompress allows
+        at = len(view) if after is None else after.start()
+    return bytes(out)
+
 
 class _Functions(functions.Functions):
-    # Each function has a Powertools alias, so Powertools expressions work unchanged.
+    # Each function has a Powertools alias, so Powertools expressions work unchanged. Each decodes at most
+    # ``limit`` bytes and names itself, as the expression calls it, when it refuses.
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
 
     @functions.signature({"types": ["string"]})
     def _func_json_parse(self, value: str) -> Any:
-        return json.loads(value)
+        return parse_json(value, self.limit, "json_parse")
+
+    @functions.signature({"types": ["string"]})
+    def _func_powertools_json(self, value: str) -> Any:
+        return parse_json(value, self.limit, "powertools_json")
 
     # A decoder's error may quote the bytes it refused (gzip's "Not a gzipped file (b'SE')", UTF-8's "can't
     # decode byte 0xff"): these are the payload's, and key errors are logged. Said by type and place instead.
 
     @functions.signature({"types": ["string"]})
     def _func_base64_decode(self, value: str) -> str:
-        return _text(base64.b64decode(value, validate=True))
+        return _text(decode_base64(value, self.limit, "base64_decode"))
+
+    @functions.signature({"types": ["string"]})
+    def _func_powertools_base64(self, value: str) -> str:
+        return _text(decode_base64(value, self.limit, "powertools_base64"))
 
     @functions.signature({"types": ["string"]})
     def _func_base64_gzip_decode(self, value: str) -> str:
-        data = base64.b64decode(value, validate=True)
+        return self._gunzipped(value, "base64_gzip_decode")
+
+    @functions.signature({"types": ["string"]})
+    def _func_powertools_base64_gzip(self, value: str) -> str:
+        return self._gunzipped(value, "powertools_base64_gzip")
+
+    def _gunzipped(self, value: str, function: str) -> str:
+        data = decode_base64(value, self.limit, function)
         try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as e:  # BadGzipFile is an OSError
+            data = inflate(data, self.limit, function)
+        except (OSError, EOFError) as e:  # BadGzipFile is an OSError
             failed = type(e).__name__
         else:
             return _text(data)
@@ -49,10 +154,6 @@ class _Functions(functions.Functions):
 
         return producer_header(record, name)
 
-    _func_powertools_json = _func_json_parse
-    _func_powertools_base64 = _func_base64_decode
-    _func_powertools_base64_gzip = _func_base64_gzip_decode
-
 
 def _text(data: bytes) -> str:
     try:
@@ -63,7 +164,10 @@ def _text(data: bytes) -> str:
     raise ValueError(msg)  # outside the handler: the error that quotes the byte is not its context
 
 
-OPTIONS = jmespath.Options(custom_functions=_Functions())
+@functools.cache
+def options(limit: int) -> jmespath.Options:
+    """The search options whose functions decode at most ``limit`` bytes (one per limit in use)."""
+    return jmespath.Options(custom_functions=_Functions(limit))
 
 
 def compile_expression(expression: str) -> jmespath.parser.ParsedResult:
@@ -71,8 +175,8 @@ def compile_expression(expression: str) -> jmespath.parser.ParsedResult:
     return jmespath.compile(expression)
 
 
-def search(expression: jmespath.parser.ParsedResult, data: Any) -> Any:
-    """Evaluate a compiled expression with the custom functions.
+def search(expression: jmespath.parser.ParsedResult, data: Any, search_options: jmespath.Options) -> Any:
+    """Evaluate a compiled expression with the custom functions of ``search_options`` (:func:`options`).
 
     A bare field name (``messageId``, the usual key), a list of them (``[topic, partition, offset]``) and ``a && b``
     of those (``eventID && [eventSourceARN, eventID]``) are looked up directly: same result, no tree walk.
@@ -84,7 +188,7 @@ def search(expression: jmespath.parser.ParsedResult, data: Any) -> Any:
             lookup = _LOOKUPS[text] = _lookup(expression.parsed)
         if lookup is not None:
             return lookup(data)
-    return expression.search(data, options=OPTIONS)  # other Mappings too (MappingProxyType, UserDict)
+    return expression.search(data, options=search_options)  # other Mappings too (MappingProxyType, UserDict)
 
 
 _LOOKUPS: dict[str, Callable[[dict[str, Any]], Any] | None] = {}  # by expression text (a few); None: the tree walk

@@ -49,6 +49,7 @@ def kafka_records(event: Mapping[str, Any]) -> list[Any]:
     cluster (MSK's ``eventSourceArn``, self-managed Kafka's ``bootstrapServers``). The default key includes the
     cluster: two clusters (or two mappings of one function) may each have an ``orders`` partition 0 at offset 42.
     A self-managed mapping's brokers are sorted (and deduplicated), so reordering them changes no key.
+    :func:`as_delivered` gives a record back as the event carries it.
 
     Raises:
         ValueError: ``records`` is not an object of lists, or ``eventSource`` names another source.
@@ -83,6 +84,24 @@ def folded_name(name: str) -> str:
 
 
 _ASCII_LOWER = {upper: upper + 32 for upper in range(ord("A"), ord("Z") + 1)}
+
+
+def as_delivered(record: Any) -> Any:
+    """A Kafka record of :func:`kafka_records` as its event carries it: without the event fields it was given.
+
+    Lambda's Kafka records never hold ``eventSource``, ``eventSourceArn`` or ``bootstrapServers`` themselves. A
+    record without them, and anything that is not a Kafka record (``topic``, ``partition``, ``offset``), is
+    returned as it is.
+    """
+    if (
+        isinstance(record, Mapping)
+        and "topic" in record
+        and "partition" in record
+        and "offset" in record
+        and any(field in record for field in _EVENT_FIELDS)
+    ):
+        return {name: value for name, value in record.items() if name not in _EVENT_FIELDS}
+    return record
 
 
 def header_bytes(value: Any, name: str) -> bytes:
@@ -200,7 +219,10 @@ def _int(raw: Mapping[str, Any], field: str) -> int:
 
 @dataclass(frozen=True, slots=True)
 class KafkaRecord:
-    """A Kafka record (Amazon MSK or self-managed Apache Kafka), decoded. ``raw`` is the record as Lambda sent it.
+    """A Kafka record (Amazon MSK or self-managed Apache Kafka), decoded.
+
+    ``raw`` is the record as Lambda sent it; in a batch, with its event's ``eventSource`` and cluster
+    (``eventSourceArn``, ``bootstrapServers``), which keys select (see :func:`kafka_records`).
 
     Attributes:
         topic: The topic.

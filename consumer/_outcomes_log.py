@@ -19,7 +19,9 @@ field                 value
 ===================== ===============================================================================
 
 A failed record's traceback travels as ``exc_info``. No record's payload is ever logged: only identifiers,
-keys, counts and the exception (whose text is the application's own).
+keys, counts and the exception (whose text is the application's own, and may quote a producer's field). A message
+is one line: its line breaks, control characters and bidirectional controls are escaped
+(:func:`consumer._one_line.one_line`); the traceback keeps the exception's text as it is.
 
 Logging never decides an outcome: every call here swallows what a handler, filter or record factory of the
 application raises (an ``Exception``), after one line on ``stderr``. Only the guard's own warnings are logged
@@ -34,6 +36,8 @@ import logging
 import sys
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
+
+from consumer._one_line import one_line
 
 if TYPE_CHECKING:
     from consumer._batch_event import BatchSummary
@@ -87,20 +91,22 @@ def fields(
 
 
 def emit(level: int, message: str, *args: object, extra: dict[str, Any], exc_info: BaseException | None = None) -> None:
-    """Log one record; whatever the application's logging setup raises (an ``Exception``) is swallowed.
+    """Log one record, its message formatted here and kept on one line; what logging raises is swallowed.
 
     Args:
         level: The ``logging`` level.
         message: The ``%``-style message, one line.
-        *args: Its arguments.
+        *args: Its arguments (an exception's text among them may hold line breaks: they are escaped).
         extra: The structured fields.
         exc_info: The exception whose traceback the record carries.
     """
+    text = message
     try:
         if logger.isEnabledFor(level):
-            logger.log(level, message, *args, extra=extra, exc_info=exc_info, stacklevel=2)
+            text = one_line(message % args if args else message)
+            logger.log(level, text, extra=extra, exc_info=exc_info, stacklevel=2)
     except Exception as e:  # noqa: BLE001 - a log line is never an outcome: the record's fate is decided already
-        unlogged(message % args if args else message, e)
+        unlogged(text, e)
 
 
 def unlogged(what: str, error: BaseException) -> None:
@@ -135,8 +141,9 @@ def log_item(item: Item, event_source: str, context: LambdaContext | None, deadl
     outcome, error = item.outcome, item.error
     level = logging.WARNING
     traceback_of: BaseException | None = None  # a failure's traceback goes with its record
-    if outcome is Outcome.UNGUARDED:
-        name, what = outcome.value, "ran unguarded: no idempotency key selected, so a redelivery runs it again"
+    if outcome is Outcome.UNGUARDED:  # its error, when it has one, says why no key was selected and the fix
+        why = "no idempotency key selected" if error is None else _text(error)
+        name, what = outcome.value, f"ran unguarded: {why}; a redelivery runs it again"
     elif outcome is Outcome.IN_PROGRESS:  # the error names the key
         name, what = outcome.value, f"is in progress ({_text(error)}); {_REDELIVERED}"
     elif outcome is Outcome.DEFERRED:
@@ -229,14 +236,19 @@ def log_committed_without_response(  # noqa: PLR0917 - the guard's two call site
         emit(logging.WARNING, message + " (record %s)", key, cause, item_identifier, extra=extra)
 
 
-def log_unguarded(context: LambdaContext | None) -> None:
-    """The guard's once-per-invocation warning for records without a key (outside a batch processor)."""
+def log_unguarded(context: LambdaContext | None, why: str | None) -> None:
+    """The guard's once-per-invocation warning for records without a key (outside a batch processor).
+
+    ``why`` is the first such record's :func:`consumer.keys.missing_key_message`.
+    """
     invocation = request_id(context)
     extra = fields("unguarded", key=None, item_identifier=None, event_source=None, context=context, error=None)
     emit(
         logging.WARNING,
-        "no idempotency key selected: running the record(s) unguarded (invocation %s)",
+        "no idempotency key selected: running the record(s) unguarded, as raise_on_no_idempotency_key=False asks "
+        "(invocation %s): %s",
         invocation,
+        why,
         extra=extra,
     )
 

@@ -8,8 +8,9 @@
   the payload, with the ``powertools_*`` JMESPath functions (all of the payload for ``""``, the default). A
   selection that is empty, or only ``None`` values, has no key: no record is written.
 - Payload: the event; under ``@idempotent_function``, the data argument in plain form (a dataclass's ``asdict``,
-  a Pydantic model's ``model_dump(mode="json")``, a data class's raw event: a batch record handler's
-  ``SQSRecord`` is hashed as the raw record).
+  a Pydantic model's ``model_dump(mode="json")``, a data class's raw event). A batch record handler's data
+  class (``SQSRecord``, ``KinesisStreamRecord``, ``DynamoDBRecord``, ``KafkaEventRecord``) is hashed as the raw
+  record exactly as the event carries it: a Kafka record without its event's ``eventSource`` or cluster.
 - Item (its ``DynamoDBPersistenceLayer``): the key under ``id`` (or under ``sort_key_attr``, the partition key
   holding ``"idempotency#{AWS_LAMBDA_FUNCTION_NAME}"``); ``status`` ``INPROGRESS`` or ``COMPLETED``;
   ``expiration`` in epoch seconds, expired once the current second is past it; ``in_progress_expiration`` in
@@ -19,12 +20,11 @@
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import datetime as dt
 import decimal
 import enum
-import gzip
+import functools
 import hashlib
 import json
 import math
@@ -32,9 +32,12 @@ import uuid
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
+import jmespath
 from jmespath import functions
 
 from consumer._errors import IdempotencyConfigError
+from consumer._jmespath import decode_base64, inflate, parse_json
+from consumer._kafka import as_delivered
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -44,19 +47,30 @@ INPROGRESS = "INPROGRESS"
 
 
 class PowertoolsFunctions(functions.Functions):
-    # The functions Powertools lets key expressions use, decoding base64 as leniently as it does.
+    # The functions Powertools lets key expressions use, decoding base64 as leniently as it does; bounded as ours
+    # are (the cut-over reads the same producers' records), failing as Powertools' do within the bound.
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
 
     @functions.signature({"types": ["string"]})
     def _func_powertools_json(self, value: str) -> Any:
-        return json.loads(value)
+        return parse_json(value, self.limit, "powertools_json")
 
     @functions.signature({"types": ["string"]})
     def _func_powertools_base64(self, value: str) -> str:
-        return base64.b64decode(value).decode()
+        return decode_base64(value, self.limit, "powertools_base64", validate=False).decode()
 
     @functions.signature({"types": ["string"]})
     def _func_powertools_base64_gzip(self, value: str) -> str:
-        return gzip.decompress(base64.b64decode(value)).decode()
+        data = decode_base64(value, self.limit, "powertools_base64_gzip", validate=False)
+        return inflate(data, self.limit, "powertools_base64_gzip").decode()
+
+
+@functools.cache
+def powertools_options(limit: int) -> jmespath.Options:
+    """Powertools' default JMESPath options, its functions decoding at most ``limit`` bytes."""
+    return jmespath.Options(custom_functions=PowertoolsFunctions(limit))
 
 
 def _hash_default(value: Any) -> Any:
@@ -79,12 +93,15 @@ def _hash_default(value: Any) -> Any:
 def powertools_payload(data: Any) -> Any:
     """What Powertools hashed for ``data``: its plain form, as Powertools prepares a decorated function's payload.
 
-    One of our typed records (``SQSRecord``...) stands for the Powertools data class the record handler received,
-    whose raw event Powertools hashed: its ``raw`` event. Otherwise a dataclass's ``asdict``, a Pydantic model's
-    ``model_dump(mode="json")``, an object's ``dict()`` or ``raw_event``, or ``data`` itself.
+    A batch record (a processor's, or one of our typed records standing for the Powertools data class the record
+    handler received) is the raw record as its event carries it: a Kafka record without the event fields our
+    parser adds to it. Otherwise a dataclass's ``asdict``, a Pydantic model's ``model_dump(mode="json")``, an
+    object's ``dict()`` or ``raw_event``, or ``data`` itself.
     """
     if getattr(type(data), "__keyed_by_raw__", False):
-        return data.raw
+        return as_delivered(data.raw)
+    if isinstance(data, dict):
+        return as_delivered(data)
     if dataclasses.is_dataclass(data) and not isinstance(data, type):
         return dataclasses.asdict(data)
     for method, kwargs in (("model_dump", {"mode": "json"}), ("dict", {})):

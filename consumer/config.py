@@ -15,7 +15,7 @@ import jmespath.exceptions
 from consumer._cache import LocalCache, LocalCaches
 from consumer._context import register_invocation_context
 from consumer._errors import IdempotencyConfigError
-from consumer._jmespath import compile_expression
+from consumer._jmespath import DEFAULT_MAX_DECODED_BYTES, compile_expression, options
 
 if TYPE_CHECKING:
     from jmespath.parser import ParsedResult
@@ -45,8 +45,10 @@ class IdempotencyConfig:
         payload_validation_jmespath: Selects the part of the payload that must match between a record and
             its duplicates; a mismatch raises ``IdempotencyValidationError``. ``""`` is ``None`` (no validation),
             as in Powertools.
-        raise_on_no_idempotency_key: Raise ``IdempotencyKeyError`` when the selection is empty, instead of
-            running the record unguarded with a warning.
+        raise_on_no_idempotency_key: When the selection is empty, raise ``IdempotencyKeyError`` (the default; in a
+            batch the record is reported in ``batchItemFailures``), naming the expression, the record by its id,
+            and the fix when the selection went into JSON text (``powertools_json(body).order_id``). The body does
+            not run. ``False`` is Powertools' default: the record runs unguarded, with a warning saying the same.
         expires_after_seconds: How long a completed record counts.
         use_local_cache: Keep completed records in an in-process LRU (one per store), so a duplicate costs
             no request.
@@ -67,9 +69,15 @@ class IdempotencyConfig:
             header (its UTF-8 text; a value that is not UTF-8 keys as its bytes, unlike any text), an SQS message
             attribute's ``stringValue``, an EventBridge event's ``detail`` field. The same
             as ``event_key_jmespath="header(@, 'Idempotency-Key')"`` (the JMESPath function composes: ``header(@,
-            'Idempotency-Key') || messageId`` falls back to the message id); so not both. A record without it is
-            keyed by its own id (as without ``key_header``), so a redelivery still replays; with
-            ``raise_on_no_idempotency_key`` it fails instead. Kinesis and DynamoDB Streams processors refuse it.
+            'Idempotency-Key') || messageId`` falls back to the message id); so not both. A record without it
+            fails, as any missing selection does; with ``raise_on_no_idempotency_key=False`` it is keyed by its own
+            id instead (as without ``key_header``), so a redelivery still replays. Kinesis and DynamoDB Streams
+            processors refuse it.
+        max_decoded_bytes: The most each decoding function of a key expression (and of the Powertools cut-over)
+            produces from one record (default 6 MiB, Lambda's payload limit): ``base64_gzip_decode`` inflates and
+            ``base64_decode`` decodes at most that many bytes; ``json_parse`` reads at most that many characters,
+            with at most one ``{``, ``[``, ``:`` or ``,`` per 16 of them. Past it, the record fails alone with a
+            ``DecodeLimitError`` (an ``IdempotencyKeyError``) naming the function and the limit.
         prefix: The key prefix in force (derived: ``key_prefix``, else the function name, else ``"local"``).
 
     Example:
@@ -79,7 +87,7 @@ class IdempotencyConfig:
 
     event_key_jmespath: str | None = None
     payload_validation_jmespath: str | None = None
-    raise_on_no_idempotency_key: bool = False
+    raise_on_no_idempotency_key: bool = True
     expires_after_seconds: int = 3600
     use_local_cache: bool = False
     local_cache_max_items: int = 256
@@ -91,15 +99,19 @@ class IdempotencyConfig:
     response_hook: ResponseHook | None = None
     powertools_cutover: PowertoolsCutover | None = None
     key_header: str | None = None
+    max_decoded_bytes: int = DEFAULT_MAX_DECODED_BYTES
     key_expression: ParsedResult | None = field(init=False, repr=False, compare=False, default=None)
     validation_expression: ParsedResult | None = field(init=False, repr=False, compare=False, default=None)
     local_caches: LocalCaches | None = field(init=False, repr=False, compare=False, default=None)
     prefix: str = field(init=False, repr=False, compare=False, default="local")
+    search_options: jmespath.Options = field(
+        init=False, repr=False, compare=False, default=options(DEFAULT_MAX_DECODED_BYTES)
+    )
 
     def __post_init__(self) -> None:
         """Validate every field and compile the expressions once."""
         for name in ("expires_after_seconds", "local_cache_max_items", "local_cache_max_age_seconds",
-                     "lock_timeout_seconds"):  # fmt: skip
+                     "lock_timeout_seconds", "max_decoded_bytes"):  # fmt: skip
             _require(getattr(self, name) > 0, f"{name} must be positive, got {getattr(self, name)!r}")
         _require(self.lock_grace_ms >= 0, f"lock_grace_ms must not be negative, got {self.lock_grace_ms!r}")
         _check_hash_function(self.hash_function)
@@ -107,6 +119,7 @@ class IdempotencyConfig:
         object.__setattr__(self, "key_expression", _compile("event_key_jmespath", self._key_jmespath()))
         validation = _compile("payload_validation_jmespath", self.payload_validation_jmespath or None)
         object.__setattr__(self, "validation_expression", validation)
+        object.__setattr__(self, "search_options", options(self.max_decoded_bytes))
         if self.use_local_cache:
             caches = LocalCaches(self.local_cache_max_items, self.local_cache_max_age_seconds * 1000)
             object.__setattr__(self, "local_caches", caches)

@@ -29,14 +29,15 @@ from typing import TYPE_CHECKING, Any
 import jmespath
 
 from consumer._async import settle, settled
-from consumer._errors import IdempotencyConfigError, IdempotencyValidationError
+from consumer._errors import DecodeLimitError, IdempotencyConfigError, IdempotencyValidationError
+from consumer._jmespath import DEFAULT_MAX_DECODED_BYTES
 from consumer._powertools import (
     COMPLETED,
     INPROGRESS,
-    PowertoolsFunctions,
     digest,
     hasher,
     is_missing,
+    powertools_options,
     powertools_payload,
 )
 from consumer._serde import encode_result
@@ -112,7 +113,8 @@ class PowertoolsCutover:
         payload_validation_jmespath: Powertools' ``payload_validation_jmespath``: a stored record made for another
             payload raises ``IdempotencyValidationError`` (the record fails), as Powertools did.
         hash_function: Powertools' ``hash_function`` (a :mod:`hashlib` name; ``md5`` by default).
-        jmespath_options: Powertools' ``jmespath_options`` (its ``powertools_*`` functions by default).
+        jmespath_options: Powertools' ``jmespath_options`` (by default its ``powertools_*`` functions, which here
+            decode at most the config's ``max_decoded_bytes``, as ours do; functions given here are not bounded).
         payload: Turns what our guard receives into what the Powertools function received, when they differ (a
             Powertools batch processor with a parser ``model`` handed the record handler a model, for instance).
         key_attr: Partition key attribute (``"id"``).
@@ -189,7 +191,7 @@ class PowertoolsCutover:
             "_until_ms": until.timestamp() * 1000,
             "_key_expression": _compile("event_key_jmespath", self.event_key_jmespath),
             "_validation_expression": _compile("payload_validation_jmespath", self.payload_validation_jmespath),
-            "_options": jmespath.Options(**(self.jmespath_options or {"custom_functions": PowertoolsFunctions()})),
+            "_options": jmespath.Options(**self.jmespath_options) if self.jmespath_options else None,
             "_hasher": hasher(self.hash_function),
         }
         for name, value in derived.items():
@@ -205,24 +207,29 @@ class PowertoolsCutover:
     def _digest(self, value: Any) -> str:
         return digest(value, self._hasher)
 
-    def _select(self, expression: ParsedResult | None, payload: Any) -> Any:
-        return payload if expression is None else expression.search(payload, options=self._options)
+    def _select(self, expression: ParsedResult | None, payload: Any, limit: int) -> Any:
+        options = self._options or powertools_options(limit)
+        return payload if expression is None else expression.search(payload, options=options)
 
-    def powertools_key(self, data: Any) -> str | None:
-        """The key Powertools gave ``data`` (what its decorated function received); ``None``: it kept no record.
+    def powertools_key(self, data: Any, *, max_decoded_bytes: int = DEFAULT_MAX_DECODED_BYTES) -> str | None:
+        """The key Powertools gave ``data``; ``None``: it kept no record.
+
+        ``data`` is what our guard receives (a batch's record, a typed record, the data of an ``@idempotent_function``),
+        standing for what the Powertools function received: a batch record is hashed as its event carries it.
 
         Raises:
-            Exception: Whatever selecting or serializing the payload raised (Powertools failed the same way, so it
-                kept no record either).
+            DecodeLimitError: A decoding function met more than ``max_decoded_bytes`` (Powertools may have kept one).
+            Exception: Whatever else selecting or serializing the payload raised (Powertools failed the same way, so
+                it kept no record either).
         """
-        return self._key_of(self._payload(data))
+        return self._key_of(self._payload(data), max_decoded_bytes)
 
     def _payload(self, data: Any) -> Any:
         """What the Powertools function received, as Powertools hashed it."""
         return powertools_payload(data) if self.payload is None else self.payload(data)
 
-    def _key_of(self, payload: Any) -> str | None:
-        selection = self._select(self._key_expression, payload)
+    def _key_of(self, payload: Any, limit: int) -> str | None:
+        selection = self._select(self._key_expression, payload, limit)
         return None if is_missing(selection) else f"{self.prefix}#{self._digest(selection)}"
 
     # -- the read ---------------------------------------------------------------------------------------
@@ -257,11 +264,14 @@ class PowertoolsCutover:
         item: dict[str, Any] | None = answer.get("Item")
         return item
 
-    def _find(self, data: Any, held: IdempotencyRecord, now_ms: int) -> IdempotencyRecord | None:
+    def _find(self, data: Any, held: IdempotencyRecord, now_ms: int, limit: int) -> IdempotencyRecord | None:
         """What the Powertools table says of ``data``, in our terms (see :meth:`read_through`)."""
         try:
             payload = self._payload(data)  # once: the key and the validation hash both read it
-            key = self._key_of(payload)
+            key = self._key_of(payload, limit)
+        except DecodeLimitError as e:  # unbounded, Powertools may have keyed it: the record fails, unrun
+            msg = f"the Powertools cut-over's key of {held.key!r} (event_key_jmespath {self.event_key_jmespath!r}): {e}"
+            raise DecodeLimitError(msg, function=e.function, limit=e.limit) from None
         except Exception as e:  # noqa: BLE001 - Powertools failed on this payload too: it kept no record of it
             said = failure_said(e)  # its text may quote the payload (JMESPath's type error does): not logged
             logger.warning("no Powertools key for %r (%s): Powertools kept no record of it", held.key, said)
@@ -283,17 +293,17 @@ class PowertoolsCutover:
             raise PersistenceLayerError(msg, key=held.key) from e
         if expires_at < now_ms // 1000 or (status == INPROGRESS and lock_ms is not None and lock_ms < now_ms):
             return None  # expired, or its holder missed its deadline: Powertools would run it again
-        self._validate(payload, key, item, held.key)
+        self._validate(payload, key, item, held.key, limit)
         if status == INPROGRESS:
             lock_ms = expires_at * 1000 if lock_ms is None else lock_ms  # without a deadline it lives to its expiry
             return IdempotencyRecord(key, RecordStatus.IN_PROGRESS, expires_at, lock_ms)
         return held.completed(self._response(key, item.get(self.data_attr)), expires_at)
 
-    def _validate(self, payload: Any, key: str, item: dict[str, Any], our_key: str) -> None:
+    def _validate(self, payload: Any, key: str, item: dict[str, Any], our_key: str, limit: int) -> None:
         if self._validation_expression is None:
             return
         stored = item.get(self.validation_key_attr, {}).get("S")
-        if stored != self._digest(self._select(self._validation_expression, payload)):
+        if stored != self._digest(self._select(self._validation_expression, payload, limit)):
             raise IdempotencyValidationError(
                 f"the Powertools record {key!r} was made for a different payload "
                 f"(payload_validation_jmespath {self.payload_validation_jmespath!r})",
@@ -315,9 +325,11 @@ class PowertoolsCutover:
     # -- the hook -----------------------------------------------------------------------------------
 
     def read_through(
-        self, data: Any, held: IdempotencyRecord, store: PersistenceLayer, now_ms: int
+        self, data: Any, held: IdempotencyRecord, store: PersistenceLayer, now_ms: int, max_decoded_bytes: int
     ) -> IdempotencyRecord | None:
         """The guard's hook: our lock ``held`` was just taken on ``data``'s key; read the Powertools table.
+
+        The Powertools expressions' functions decode at most ``max_decoded_bytes`` (the guard passes its config's).
 
         Returns:
             ``None``: the body runs, under our lock. A ``COMPLETE`` record: ours, committed with the Powertools
@@ -327,9 +339,11 @@ class PowertoolsCutover:
         Raises:
             PersistenceLayerError: The read or our commit failed (our lock was released; the body must not run).
             IdempotencyValidationError: The Powertools record was made for a different payload (lock released).
+            DecodeLimitError: A decoding function of the Powertools key met more than ``max_decoded_bytes`` (lock
+                released): unbounded, Powertools may have kept a record of it, so the body must not run.
         """
         try:
-            found = self._find(data, held, now_ms)
+            found = self._find(data, held, now_ms, max_decoded_bytes)
             if found is None:
                 return None
             if found.status is RecordStatus.COMPLETE:
@@ -341,13 +355,13 @@ class PowertoolsCutover:
                     _kept_without_response(found, e)
                 return found
         except BaseException as e:
-            _release_after(lambda: store.release(held.key, held.lease), held, e)
+            _release_after(lambda: store.release(held), held, e)
             raise
-        store.release(held.key, held.lease)
+        store.release(held)
         return found
 
     async def aread_through(
-        self, data: Any, held: IdempotencyRecord, store: AsyncPersistenceLayer, now_ms: int
+        self, data: Any, held: IdempotencyRecord, store: AsyncPersistenceLayer, now_ms: int, max_decoded_bytes: int
     ) -> IdempotencyRecord | None:
         """:meth:`read_through` for ``async with``: the read runs in a thread; a cancellation waits for it.
 
@@ -357,7 +371,7 @@ class PowertoolsCutover:
         import asyncio  # noqa: PLC0415 - imported by the running loop already
 
         try:
-            found = await settled(asyncio.to_thread(self._find, data, held, now_ms))
+            found = await settled(asyncio.to_thread(self._find, data, held, now_ms, max_decoded_bytes))
             if found is None:
                 return None
             if found.status is RecordStatus.COMPLETE:
@@ -369,10 +383,10 @@ class PowertoolsCutover:
                     _kept_without_response(found, e)
                 return found
         except BaseException as e:
-            future, _ = await settle(store.release(held.key, held.lease))
+            future, _ = await settle(store.release(held))
             _release_after(future.result, held, e)
             raise
-        await settled(store.release(held.key, held.lease))
+        await settled(store.release(held))
         return found
 
 

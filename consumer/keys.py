@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from jmespath.exceptions import JMESPathTypeError
 
-from consumer._errors import IdempotencyKeyError
+from consumer._errors import DecodeLimitError, IdempotencyKeyError
 from consumer._jmespath import compile_expression, search
 from consumer._serde import OwnIdKey, canonical_json
 
@@ -247,18 +247,33 @@ def failure_said(error: BaseException) -> str:
     return type(error).__name__
 
 
-def select(expression: ParsedResult, data: Any, what: str) -> Any:
-    """Evaluate ``expression`` on ``data``; a failure (bad JSON, bad base64) is an ``IdempotencyKeyError``."""
+def record_named(data: Any) -> str:
+    """How a key error names the record ``data``: its place for Kafka, else its own id, else ``"the record"``."""
+    place = kafka_place(data)
+    if place is not None:
+        return place
+    own = default_key_expression(data)
+    own_id = None if own is None else data.get(own.expression)
+    return f"record {own_id!r}" if isinstance(own_id, str) else "the record"
+
+
+def select(expression: ParsedResult, data: Any, what: str, config: IdempotencyConfig) -> Any:
+    """Evaluate ``expression`` on ``data``; a failure (bad JSON, bad base64, too deep) is an ``IdempotencyKeyError``.
+
+    The expression's functions decode at most ``config.max_decoded_bytes``; past it, a :class:`DecodeLimitError`.
+    """
     try:
-        return search(expression, data)
+        return search(expression, data, config.search_options)
     except JMESPathTypeError as e:
         # Its text, and so a traceback showing it as the cause, holds the value it was given: the payload.
         # Name the function and the types only, and leave the cause out of the chain.
-        message = f"{what} {expression.expression!r} failed on {kafka_place(data) or 'the record'}: {failure_said(e)}"
+        message = f"{what} {expression.expression!r} failed on {record_named(data)}: {failure_said(e)}"
         raise IdempotencyKeyError(message) from None
-    except (ValueError, TypeError, UnicodeDecodeError) as e:
-        where = kafka_place(data) or "the record"
-        raise IdempotencyKeyError(f"{what} {expression.expression!r} failed on {where}: {e}") from e
+    except DecodeLimitError as e:  # the same error, saying which expression and which record
+        message = f"{what} {expression.expression!r} failed on {record_named(data)}: {e}"
+        raise DecodeLimitError(message, function=e.function, limit=e.limit) from None
+    except (ValueError, TypeError, RecursionError) as e:  # RecursionError: JSON nested past the stack, a record's too
+        raise IdempotencyKeyError(f"{what} {expression.expression!r} failed on {record_named(data)}: {e}") from e
 
 
 def make_key(data: Any, config: IdempotencyConfig, prefix: str | None = None) -> str | None:
@@ -298,11 +313,11 @@ def key_selection(data: Any, config: IdempotencyConfig) -> tuple[Any, bool]:
         IdempotencyKeyError: The expression failed on ``data``.
     """
     data, expression = _selected_from(data, config)
-    selection = data if expression is None else select(expression, data, "event_key_jmespath")
+    selection = data if expression is None else select(expression, data, "event_key_jmespath", config)
     if is_missing(selection) and config.key_header is not None and not config.raise_on_no_idempotency_key:
         # No producer key on this record: its own id still keys it, so a redelivery replays rather than runs again.
         own_id = default_key_expression(data)
-        found = None if own_id is None else select(own_id, data, "the record's own id")
+        found = None if own_id is None else select(own_id, data, "the record's own id", config)
         return (None if is_missing(found) else OwnIdKey(found)), True
     return selection, False
 
@@ -317,12 +332,20 @@ def _selected_from(data: Any, config: IdempotencyConfig) -> tuple[Any, ParsedRes
     return selectable(data, expression), expression
 
 
-def _no_key(data: Any, config: IdempotencyConfig) -> IdempotencyKeyError:
+def missing_key_message(data: Any, config: IdempotencyConfig) -> str:
+    """Why ``data`` has no key under ``config``: the expression, the record by its id, and the fix when one is known.
+
+    Built only when a selection is missing (the error, the unguarded warning, ``idempotent-consumer key``): where
+    the selection went into a field holding JSON text (an SQS ``body``), it names ``powertools_json(...)``.
+    """
+    from consumer._missing_key import missing_key_message as message  # noqa: PLC0415 - the failure path only
+
     data, expression = _selected_from(data, config)
-    where = "the record" if expression is None else f"{expression.expression!r}"
-    place = kafka_place(data)
-    on = f" on {place}" if place else ""
-    return IdempotencyKeyError(f"no idempotency key: {where} selected nothing{on}")
+    return message(data, expression, config.key_header)
+
+
+def _no_key(data: Any, config: IdempotencyConfig) -> IdempotencyKeyError:
+    return IdempotencyKeyError(missing_key_message(data, config))
 
 
 def payload_hash(data: Any, config: IdempotencyConfig) -> str | None:
@@ -330,7 +353,7 @@ def payload_hash(data: Any, config: IdempotencyConfig) -> str | None:
     if config.validation_expression is None:
         return None
     expression = config.validation_expression
-    selection = select(expression, selectable(data, expression), "payload_validation_jmespath")
+    selection = select(expression, selectable(data, expression), "payload_validation_jmespath", config)
     try:
         return hash_value(selection, config.hash_function)
     except Exception as e:  # any failure of a user-made value is a key error naming it

@@ -35,6 +35,11 @@ from persistence._redis_url import client_from_url, parse_url
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
+#: How often an acquire asks the server again whether it evicts keys, by the clock the guard passes it: a
+#: server switched to an evicting policy while the store is in use is refused from the first acquire this long
+#: after the last check (one INFO per primary; records evicted meanwhile run again).
+EVICTION_CHECK_MS = 60_000
+
 _FIELDS = ("status", "expires_at", "in_progress_expires_at", "lease", "response", "payload_hash")
 
 # acquire: write the IN_PROGRESS record IF the key is absent, OR expired (expires_at < now_s), OR IN_PROGRESS past
@@ -79,12 +84,13 @@ return redis.call('HMGET', KEYS[1], 'status', 'expires_at', 'in_progress_expires
                   'payload_hash')
 """
 
-# release: delete the record IF lease = mine; ELSE return what is there (nothing counts as released).
-#   KEYS[1] the record   ARGV[1] lease
+# release: delete the record IF status = as read AND lease = as read; ELSE return what is there (nothing counts
+# as released; a record committed meanwhile or taken over is left alone).
+#   KEYS[1] the record   ARGV[1] lease   ARGV[2] status
 _RELEASE = """
 local cur = redis.call('HMGET', KEYS[1], 'status', 'expires_at', 'in_progress_expires_at', 'lease', 'response',
                        'payload_hash')
-if cur[4] == ARGV[1] then
+if cur[4] == ARGV[1] and cur[1] == ARGV[2] then
   redis.call('DEL', KEYS[1])
   return false
 end
@@ -123,8 +129,9 @@ class RedisPersistenceLayer:
             key_prefix: Where this store's keys live; ``records list`` scans only these.
             expiry_margin_seconds: Added to the time a record has left (by our clock) for the key's Redis
                 expiry: the slack for a server that runs fast or a commit long after the lock.
-            allow_eviction: Use a server whose ``maxmemory-policy`` may evict keys. Refused by default: an
-                evicted record runs its body again, and an evicted lock lets a duplicate run alongside.
+            allow_eviction: Use a server whose ``maxmemory-policy`` may evict keys. Refused by default (asked on
+                the first call, then by an acquire ``EVICTION_CHECK_MS`` after the last check): an evicted record
+                runs its body again, and an evicted lock lets a duplicate run alongside.
 
         Raises:
             ValueError: Neither or both of ``client`` and ``url``; a URL this store cannot use; a negative margin;
@@ -155,8 +162,9 @@ class RedisPersistenceLayer:
         library = "redis" if client is None else type(client).__module__.partition(".")[0]
         self._exceptions = _exceptions_of(library)
         self._errors = self._errors_named(*_CLIENT_ERRORS)
+        self._checked_at_ms: int | None = None  # when an acquire's clock last saw the server pass its check
         self._server_checked = False
-        self._building = threading.Lock()
+        self._building, self._checking = threading.Lock(), threading.Lock()
 
     @property
     def client(self) -> Any:
@@ -176,7 +184,7 @@ class RedisPersistenceLayer:
             client, self._client = self._client, None
             client.close()
 
-    def _run(self, key: str, source: str, args: list[Any]) -> Any:
+    def _run(self, key: str, source: str, args: list[Any], now_ms: int | None = None) -> Any:
         stored, sha = self.key_prefix + key, _SHA1[source]
 
         def call(client: Any) -> Any:
@@ -187,7 +195,7 @@ class RedisPersistenceLayer:
                 # key's own node (redis-py's SCRIPT LOAD would go to every primary, and fail while one is down).
                 return client.eval(source, 1, stored, *args)
 
-        return self._command(key, call)
+        return self._command(key, call, now_ms)
 
     def acquire(self, record: IdempotencyRecord, now_ms: int) -> IdempotencyRecord | None:
         """See :meth:`persistence.PersistenceLayer.acquire`."""
@@ -196,7 +204,7 @@ class RedisPersistenceLayer:
         # A record counts until the END of its expires_at second: the key lives one second past it, plus the margin.
         ttl_ms = (record.expires_at + 1 + self.expiry_margin_seconds) * MS_PER_SECOND - now_ms
         args = [now_ms // MS_PER_SECOND, now_ms, min(max(1, ttl_ms), MAX_TTL_MS), *_pairs(record)]
-        found = self._run(record.key, _ACQUIRE, args)
+        found = self._run(record.key, _ACQUIRE, args, now_ms)  # an acquire lets a body run: checked again
         return None if found is None else blocking(record, _decode(record.key, found, present=True))
 
     def complete(self, record: IdempotencyRecord) -> None:
@@ -210,11 +218,11 @@ class RedisPersistenceLayer:
         if found is not None:
             confirm_complete(record, _decode(record.key, found))
 
-    def release(self, key: str, lease: str) -> None:
+    def release(self, record: IdempotencyRecord) -> None:
         """See :meth:`persistence.PersistenceLayer.release`."""
-        found = self._run(key, _RELEASE, [lease])
+        found = self._run(record.key, _RELEASE, [record.lease, record.status.value])
         if found is not None:
-            confirm_release(key, _decode(key, found))
+            confirm_release(record, _decode(record.key, found))
 
     def get(self, key: str) -> IdempotencyRecord | None:
         """See :meth:`persistence.PersistenceLayer.get`."""
@@ -248,10 +256,12 @@ class RedisPersistenceLayer:
     def _keys(self, client: Any, pattern: str) -> list[str]:
         return sorted(_key_text(k, self.key_prefix) for k in client.scan_iter(match=pattern, count=500))
 
-    def _command(self, key: str | None, call: Callable[[Any], Any]) -> Any:
+    def _command(self, key: str | None, call: Callable[[Any], Any], now_ms: int | None = None) -> Any:
         try:
-            if not self._server_checked:
-                self._check_server()
+            if self._check_due(now_ms):
+                with self._checking:  # threads due at once: one check
+                    if self._check_due(now_ms):
+                        self._check_server(now_ms)
             return call(self.client)
         except self._errors as e:
             subject = f"on {key!r}" if key is not None else "while scanning its keys"
@@ -262,11 +272,22 @@ class RedisPersistenceLayer:
             msg = f"stored item {key!r} is not a record this library wrote: {e}"
             raise PersistenceLayerError(msg, key=key) from e
 
-    def _check_server(self) -> None:
-        """Once per store: refuse a server that evicts keys, and a cluster node reached as a single server.
+    def _check_due(self, now_ms: int | None) -> bool:
+        """Whether the server is to be asked before this call: on the first call, and then, unless eviction was
+        accepted, on an acquire (``now_ms`` given) whose clock is ``EVICTION_CHECK_MS`` past the last check (or
+        before it: a clock set back)."""  # noqa: D205, D209 - one sentence
+        if not self._server_checked:
+            return True
+        if now_ms is None or self.allow_eviction:
+            return False
+        last = self._checked_at_ms
+        return last is None or not last <= now_ms < last + EVICTION_CHECK_MS
+
+    def _check_server(self, now_ms: int | None) -> None:
+        """Refuse a server that evicts keys, and a cluster node reached as a single server.
 
         INFO works where CONFIG is blocked (ElastiCache, MemoryDB). A cluster's primaries are asked one by one;
-        one that is down is not asked again (it holds no record until it is back, and the rest must not wait).
+        one that is down is skipped (it holds no record until it is back, and the rest must not wait).
         """
         if hasattr(self.client, "get_primaries"):  # a cluster client (redis-py's or valkey-py's)
             nodes = [n for n in map(self._node_info, self.client.get_primaries()) if n is not None]
@@ -288,6 +309,7 @@ class RedisPersistenceLayer:
                 )
                 raise PersistenceLayerError(msg)
         self._server_checked = bool(nodes)
+        self._checked_at_ms = now_ms if nodes else None
 
     def _node_info(self, node: Any) -> dict[str, Any] | None:
         """One cluster primary's INFO, or ``None`` when it cannot be reached now."""

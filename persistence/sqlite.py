@@ -56,8 +56,9 @@ _COMPLETE = """
 UPDATE records SET status = ?, expires_at = ?, in_progress_expires_at = NULL, response = ?, payload_hash = ?
 WHERE key = ? AND lease = ? AND status = 'IN_PROGRESS'
 """
-# release:  DELETE  WHERE lease = mine   (0 rows ─> LockLostError)
-_RELEASE = "DELETE FROM records WHERE key = ? AND lease = ?"
+# release:  DELETE  WHERE status = as read AND lease = as read
+#           0 rows ─> gone already (released), or what is there now: LockLostError
+_RELEASE = "DELETE FROM records WHERE key = ? AND status = ? AND lease = ?"
 
 
 def _row_to_record(row: tuple[object, ...]) -> IdempotencyRecord:
@@ -85,7 +86,9 @@ class SQLitePersistenceLayer:
 
     Each write is one statement inside ``BEGIN IMMEDIATE``, so the conditional semantics hold between
     threads and between processes sharing the file. Each thread (and each forked process) gets its own
-    connection.
+    connection. The file holds stored responses in clear: one it creates is readable by its owner only (mode
+    ``0600``, whatever the umask), and so are the ``-wal`` and ``-shm`` files SQLite makes beside it (SQLite gives
+    them the database's mode). An existing file keeps its mode.
 
     Example:
         >>> import tempfile, os
@@ -95,15 +98,21 @@ class SQLitePersistenceLayer:
         True
     """
 
-    def __init__(self, path: str | os.PathLike[str] = DEFAULT_PATH, *, timeout_seconds: float = 30.0) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str] = DEFAULT_PATH, *, timeout_seconds: float = 30.0, read_only: bool = False
+    ) -> None:
         """Open (lazily) the store at ``path``; the file and table are created on first use.
 
         Args:
             path: The SQLite file.
             timeout_seconds: How long a write waits for another writer's lock before failing.
+            read_only: Read an existing file and change nothing: no file, table or journal mode is created or
+                switched (SQLite may still make the ``-wal`` and ``-shm`` files a reader of a WAL file needs);
+                every write fails with ``PersistenceLayerError``. What the ``records`` commands that only read use.
         """
         self.path = Path(path)
         self._timeout = timeout_seconds
+        self._read_only = read_only
         self._local = threading.local()
 
     def _connection(self) -> sqlite3.Connection:
@@ -111,12 +120,16 @@ class SQLitePersistenceLayer:
         if conn is None or getattr(self._local, "pid", None) != os.getpid():
             try:
                 conn = self._open()
-            except sqlite3.Error as e:
+            except (sqlite3.Error, OSError) as e:
                 raise PersistenceLayerError(f"cannot open the SQLite store {str(self.path)!r}: {e}") from e
             self._local.conn, self._local.pid = conn, os.getpid()
         return conn
 
     def _open(self) -> sqlite3.Connection:
+        if self._read_only:
+            uri = f"{self.path.resolve().as_uri()}?mode=ro"
+            return sqlite3.connect(uri, uri=True, timeout=self._timeout, isolation_level=None)
+        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))  # created private; an existing file keeps its mode
         conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None)
         # Switching a new file to WAL can fail with "database is locked" without waiting on the busy
         # timeout when several processes open it at once: retry until the timeout instead.
@@ -167,13 +180,13 @@ class SQLitePersistenceLayer:
             existing = self._select(conn, record.key)
         confirm_complete(record, existing)
 
-    def release(self, key: str, lease: str) -> None:
+    def release(self, record: IdempotencyRecord) -> None:
         """See :meth:`persistence.PersistenceLayer.release`."""
-        with self._transaction(key) as conn:
-            if conn.execute(_RELEASE, (key, lease)).rowcount == 1:
+        with self._transaction(record.key) as conn:
+            if conn.execute(_RELEASE, (record.key, record.status.value, record.lease)).rowcount == 1:
                 return
-            existing = self._select(conn, key)
-        confirm_release(key, existing)
+            existing = self._select(conn, record.key)
+        confirm_release(record, existing)
 
     def get(self, key: str) -> IdempotencyRecord | None:
         """See :meth:`persistence.PersistenceLayer.get`."""

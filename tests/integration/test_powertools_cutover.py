@@ -1,9 +1,10 @@
 """Cut-over from a Powertools table: real Powertools writes first (in bench/.venv), then our consumer reads it through.
 
 Powertools is not installed in .venv, so it runs in a subprocess with bench/.venv's interpreter: a module
-``powertools_app`` as a user would have deployed it (the SQS record-handler pattern with ``BatchProcessor``, and
-``@idempotent`` on a handler), writing to a table on DynamoDB Local. Our consumer then gets the same records plus
-new ones, configured with ``PowertoolsCutover``; ledgers count whose bodies ran.
+``powertools_app`` as a user would have deployed it (the record-handler pattern with ``BatchProcessor``, for SQS,
+Kinesis, DynamoDB Streams and Kafka, and ``@idempotent`` on a handler), writing to a table on DynamoDB Local. Our
+consumer then gets the same records plus new ones, configured with ``PowertoolsCutover``; ledgers count whose bodies
+ran.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import pytest
 from botocore.config import Config
 from botocore.stub import Stubber
 from dynamodb_local import canned_answer
+from events import ddb_record, kafka_event, kafka_record, kinesis_record, sqs_event, sqs_record
 
 from consumer import (
     AsyncBatchProcessor,
@@ -39,9 +41,11 @@ from consumer import (
     PersistenceLayerError,
     PowertoolsCutover,
     idempotent,
+    idempotent_function,
 )
+from consumer.event_sources import item_identifier
 from consumer.keys import make_key
-from persistence import DynamoDBPersistenceLayer, InMemoryPersistenceLayer, RecordStatus
+from persistence import DynamoDBPersistenceLayer, IdempotencyRecord, InMemoryPersistenceLayer, RecordStatus
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH_PYTHON = ROOT / "bench" / ".venv" / "bin" / "python"
@@ -59,12 +63,14 @@ import os
 
 import boto3
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.batch.decorators import _get_records_from_event
 from aws_lambda_powertools.utilities.idempotency import (
     DynamoDBPersistenceLayer,
     IdempotencyConfig,
     idempotent,
     idempotent_function,
 )
+from aws_lambda_powertools.utilities.idempotency.base import _prepare_data
 
 SETTINGS = json.loads(os.environ["POWERTOOLS_APP"])
 client = boto3.client("dynamodb", endpoint_url=SETTINGS.get("endpoint"), region_name="us-east-1")
@@ -97,6 +103,22 @@ def record_handler(record):
     return {"order": order["order"], "charged": order["amount"]}
 
 
+def place(record):  # the record's id, as our processor names it
+    if record.get("messageId"):
+        return record.message_id
+    if record.get("kinesis"):
+        return record.kinesis.sequence_number
+    if record.get("dynamodb"):
+        return record.dynamodb.sequence_number
+    return f"{record.topic}-{record.partition}@{record.offset}"
+
+
+@idempotent_function(data_keyword_argument="record", config=config, persistence_store=layer)
+def source_record_handler(record):  # Powertools' documented batch pattern, for any source it reads
+    ran.append(place(record))
+    return {"record": place(record), "by": "powertools"}
+
+
 @idempotent(config=config, persistence_store=layer)
 def lambda_handler(event, context):
     ran.append(event["id"])
@@ -109,6 +131,14 @@ def main():
         config.register_lambda_context(context)
         response = process_partial_response(SETTINGS["event"], record_handler, processor, context)
         report(response=response)
+    elif SETTINGS["run"] == "batches":  # one event per source, each through its own BatchProcessor
+        config.register_lambda_context(context)
+        responses = [
+            process_partial_response(batch["event"], source_record_handler, BatchProcessor(EventType(batch["type"])),
+                                     context)
+            for batch in SETTINGS["batches"]
+        ]
+        report(responses=responses)
     elif SETTINGS["run"] == "handler":
         report(responses=[lambda_handler(event, context) for event in SETTINGS["events"]])
     else:  # keys: Powertools' own derivation, one fresh layer per case (a layer keeps its first configuration)
@@ -116,7 +146,13 @@ def main():
         for case in SETTINGS["cases"]:
             fresh = DynamoDBPersistenceLayer(table_name="unused", boto3_client=client)
             fresh.configure(IdempotencyConfig(**case["config"]), case.get("function"), case.get("key_prefix"))
-            keys.append(fresh._get_hashed_idempotency_key(case["data"]))
+            if "type" in case:  # what its BatchProcessor hands the record handler, as the decorator hashes it
+                reader = BatchProcessor(EventType(case["type"]))
+                records = [reader._to_batch_type(r, reader.event_type)
+                           for r in _get_records_from_event(case["data"], reader)]
+                keys.append([fresh._get_hashed_idempotency_key(_prepare_data(r)) for r in records])
+            else:
+                keys.append(fresh._get_hashed_idempotency_key(case["data"]))
         report(keys=keys)
 '''
 
@@ -395,6 +431,87 @@ def test_a_powertools_record_made_for_another_payload_fails_validation(ddb_serve
     assert ran == []
 
 
+# -- every source of Powertools' batch pattern, with its default key (the whole record), in both of our patterns --
+
+
+def _sources() -> dict[str, tuple[str, list[dict[str, Any]], Any]]:
+    """Per source: Powertools' EventType name (ours has it too), three records, the event holding some of them."""
+    image = {"pk": {"S": "acct-1"}, "balance": {"N": "30.50"}}
+    return {
+        "sqs": ("SQS", [sqs_record(f"s-{n}", {"n": n}) for n in (1, 2, 3)], sqs_event),
+        # sqs_event builds {"Records": [...]}, the streams' shape too
+        "kinesis": ("KinesisDataStreams", [kinesis_record(n, "p", {"n": n}) for n in (1, 2, 3)], sqs_event),
+        "dynamodb": ("DynamoDBStreams", [ddb_record(n, "acct-1", image) for n in (1, 2, 3)], sqs_event),
+        "kafka-msk": ("Kafka", [kafka_record("orders", 0, 40 + n, {"n": n}) for n in (1, 2, 3)], kafka_event),
+        "kafka-self-managed": (  # another topic: Powertools' key of a Kafka record does not name its cluster
+            "Kafka",
+            [kafka_record("payments", 1, 7 + n, {"n": n}, key=b"k") for n in (1, 2, 3)],
+            lambda *records: kafka_event(*records, self_managed=True),
+        ),
+    }
+
+
+SOURCES = _sources()
+
+
+@pytest.fixture(scope="module")
+def powertools_sources_table(ddb_server, tmp_path_factory) -> str:
+    """A table where real Powertools completed the first two records of each source, keyed by the whole record."""
+    if not BENCH_PYTHON.exists():
+        pytest.skip("bench/.venv (with aws-lambda-powertools) is missing: `make install` creates it")
+    table = ddb_server.create_table()
+    batches = [{"type": kind, "event": event(*records[:2])} for kind, records, event in SOURCES.values()]
+    done = run_powertools(
+        tmp_path_factory.mktemp("powertools"), endpoint=ddb_server.endpoint_url, table=table, run="batches",
+        batches=batches,
+    )  # fmt: skip
+    assert done["responses"] == [{"batchItemFailures": []}] * len(SOURCES)
+    assert len(done["ran"]) == 2 * len(SOURCES)
+    return table
+
+
+@needs_powertools
+@pytest.mark.parametrize("pattern", ["processor", "idempotent_function"])
+@pytest.mark.parametrize("source", SOURCES)
+def test_records_powertools_completed_replay_for_every_source_in_both_patterns(
+    powertools_sources_table, ddb_server, monkeypatch, source, pattern
+):
+    kind, records, event = SOURCES[source]
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", FUNCTION_NAME)
+    cutover = PowertoolsCutover(  # Powertools' defaults: event_key_jmespath "" hashes the whole record
+        table_name=powertools_sources_table,
+        until=UNTIL,
+        function="powertools_app.source_record_handler",
+        boto3_client=ddb_server.client(),
+    )
+    config = IdempotencyConfig(powertools_cutover=cutover)  # our own default key (the record's id)
+    store = DynamoDBPersistenceLayer(table_name=ddb_server.create_table(), boto3_client=ddb_server.client())
+    ran: list[str] = []
+
+    def record_handler(record):
+        ran.append(item_identifier(record))
+        return {"record": item_identifier(record), "by": "us"}
+
+    if pattern == "processor":
+        handler, processor = record_handler, BatchProcessor(EventType[kind], store=store, config=config)
+    else:  # the function's own guard, on a processor without a store
+        handler = idempotent_function(data_keyword_argument="record", store=store, config=config, name=source)(
+            record_handler
+        )
+        processor = BatchProcessor(EventType[kind])
+
+    for replayed in (2, 3):  # Powertools' two, then (redelivered) all three from our store
+        assert processor.process(event(*records), handler) == {"batchItemFailures": []}
+        ids = [item.item_id for item in processor.items]
+        assert ran == ids[2:], f"{source}: records Powertools completed ran again"
+        assert [item.result for item in processor.items] == [
+            {"record": ids[0], "by": "powertools"},  # Powertools' own results
+            {"record": ids[1], "by": "powertools"},
+            {"record": ids[2], "by": "us"},
+        ]
+        assert processor.summary.replayed == replayed
+
+
 # -- unit: key derivation against Powertools' own, the exact request, the window's configuration -------------
 
 KEY_CASES: list[dict[str, Any]] = [
@@ -420,6 +537,14 @@ KEY_CASES: list[dict[str, Any]] = [
         "data": {"kinesis": {"data": "eyJjbGljayI6ICJjLTEifQ=="}},
         "config": {"event_key_jmespath": "powertools_json(powertools_base64(kinesis.data)).click"},
     },
+    # A batch's records, as Powertools' BatchProcessor hands them to the record handler (``type``: its EventType):
+    *({"type": kind, "data": event(*records[:2]), "config": {}} for kind, records, event in SOURCES.values()),
+    {"type": "Kafka", "data": SOURCES["kafka-msk"][2](*SOURCES["kafka-msk"][1]), "config": {"hash_function": "sha256"}},
+    {  # the record as the event carries it has no cluster: no key, as in Powertools
+        "type": "Kafka",
+        "data": SOURCES["kafka-msk"][2](*SOURCES["kafka-msk"][1]),
+        "config": {"event_key_jmespath": "eventSourceArn"},
+    },
     {"data": {"id": "x"}, "config": {}, "key_prefix": "orders-v1"},
 ]
 
@@ -435,8 +560,16 @@ def test_keys_are_powertools_own(tmp_path, monkeypatch):
         cutover = PowertoolsCutover(
             table_name="t", until=UNTIL, function=case["function"], key_prefix=case.get("key_prefix"), **config
         )
-        ours.append(cutover.powertools_key(case["data"]))
+        if "type" in case:  # what our guard gets (the processor's record), and the typed record the handler gets
+            typed: list[Any] = []
+            BatchProcessor(EventType[case["type"]]).process(case["data"], typed.append)
+            ours.append([cutover.powertools_key(record.raw) for record in typed])
+            assert [cutover.powertools_key(record) for record in typed] == ours[-1]
+        else:
+            ours.append(cutover.powertools_key(case["data"]))
     assert ours == theirs
+    assert all(keys and None not in keys for keys in theirs[13:19])
+    assert theirs[19] == [None, None, None]
     assert theirs[0].startswith(f"{FUNCTION_NAME}.app.record_handler#")
     assert theirs[-1].startswith("orders-v1#")
     assert theirs[9] is None
@@ -522,8 +655,8 @@ def test_the_window_is_a_comparison_with_the_guards_clock():
 
 
 class _ReleaseFails(InMemoryPersistenceLayer):
-    def release(self, key: str, lease: str) -> None:
-        raise RuntimeError(f"the store is down: {key} {lease} stay")
+    def release(self, record: IdempotencyRecord) -> None:
+        raise RuntimeError(f"the store is down: {record.key} {record.lease} stay")
 
 
 def test_a_failed_release_after_a_failed_read_keeps_the_reads_error():

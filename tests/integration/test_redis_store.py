@@ -9,12 +9,15 @@ import time
 
 import pytest
 import redis.asyncio
+from events import failures, sqs_event, sqs_record
+from fakes import FakeClock
 from records import NOW_MS, done, lock
 from redis.crc import key_slot
 from redis_server import FaultProxy, _free_ports, _start, start_cluster
 
-from persistence import PersistenceLayerError, RecordStatus
-from persistence.redis import _COMPLETE, MAX_TTL_MS, RedisPersistenceLayer
+from consumer import BatchProcessor, EventType
+from persistence import InMemoryPersistenceLayer, PersistenceLayerError, RecordStatus
+from persistence.redis import _COMPLETE, EVICTION_CHECK_MS, MAX_TTL_MS, RedisPersistenceLayer
 from persistence.urls import store_from_url
 
 
@@ -206,6 +209,73 @@ def test_a_cluster_with_one_evicting_primary_is_refused(redis_cluster):
         finally:
             c.config_set("maxmemory", "0")
             c.config_set("maxmemory-policy", "noeviction")
+
+
+@pytest.mark.parametrize("topology", ["standalone", "cluster"])
+def test_a_server_that_starts_evicting_while_in_use_is_refused_from_the_next_check_on(request, topology):
+    # The policy was asked on the first call only: a node switched to allkeys-lru later (a parameter group change
+    # while the container stays warm) evicted COMPLETE records and live locks without a word. An acquire asks
+    # again once EVICTION_CHECK_MS have passed by the guard's clock, every primary of a cluster.
+    server = request.getfixturevalue(f"redis_{'server' if topology == 'standalone' else 'cluster'}")
+    prefix = f"starts-evicting-{topology}:"
+    store = store_from_url(f"{server.url}?key_prefix={prefix}" + ("&cluster=true" if topology == "cluster" else ""))
+    clock, ran = FakeClock(), []
+    processor = BatchProcessor(EventType.SQS, store=store, clock=clock, raise_on_entire_batch_failure=False)
+    later = sqs_event(sqs_record("a", 1), sqs_record("b", 2))
+    assert failures(processor.process(sqs_event(sqs_record("a", 1)), lambda r: ran.append(r.message_id))) == []
+
+    keys = _keys_of(later, prefix)
+    # On a cluster, a primary that holds none of these records: the one asked about is not only the key's own.
+    switched = server if topology == "standalone" else next(
+        node for node in server.nodes if all(server.node_for_slot(key_slot(key.encode())) is not node for key in keys)
+    )  # fmt: skip
+    with switched.client() as c:
+        c.config_set("maxmemory", "1gb")
+        c.config_set("maxmemory-policy", "allkeys-lru")
+        try:
+            clock.advance(EVICTION_CHECK_MS / 1000 - 1)  # the window: not asked again yet
+            assert failures(processor.process(sqs_event(sqs_record("w", 3)), lambda r: ran.append(r.message_id))) == []
+            clock.advance(1)
+            response = processor.process(later, lambda r: ran.append(r.message_id))
+            assert failures(response) == ["a", "b"]  # reported, neither run nor replayed
+            for item in processor.items:
+                assert isinstance(item.error, PersistenceLayerError)
+                assert "evicts keys (maxmemory-policy allkeys-lru)" in str(item.error)
+            assert ran == ["a", "w"]
+            assert store.get(keys[1].removeprefix(prefix)) is None  # b's lock was never taken
+        finally:
+            c.config_set("maxmemory", "0")
+            c.config_set("maxmemory-policy", "noeviction")
+    clock.advance(1)  # the next acquire asks again (a refused check does not count as one), and the server passes
+    assert failures(processor.process(later, lambda r: ran.append(r.message_id))) == []
+    assert ran == ["a", "w", "b"]
+    assert processor.summary.replayed == 1
+    store.close()
+
+
+def test_the_eviction_check_costs_one_info_per_primary_a_minute_by_the_guards_clock(redis_server):
+    # What the re-check adds to the requests per record: nothing, but for one INFO on the first acquire
+    # EVICTION_CHECK_MS after the last check; commits, releases and reads never ask.
+    client = redis_server.client()
+    store = RedisPersistenceLayer(client=client, key_prefix="check-cost:")
+    asked, info = [], client.info
+    client.info = lambda *a, **kw: asked.append(1) or info(*a, **kw)
+    for n, at_ms in enumerate([0, 1, EVICTION_CHECK_MS - 1, EVICTION_CHECK_MS, 2 * EVICTION_CHECK_MS - 1]):
+        held = lock(f"k{n}", now_ms=NOW_MS + at_ms)
+        assert store.acquire(held, NOW_MS + at_ms) is None
+        store.complete(done(held))
+        store.get(held.key)
+    assert len(asked) == 2  # the first call, and the acquire a minute after it
+    assert store.acquire(lock("k9", now_ms=NOW_MS - 1), NOW_MS - 1) is None  # a clock set back asks again
+    assert len(asked) == 3
+    client.close()
+
+
+def _keys_of(event, prefix: str) -> list[str]:
+    """The stored keys of the records of ``event``, as a batch on any store names them."""
+    processor = BatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer())
+    processor.process(event, lambda _: None)
+    return [prefix + item.key for item in processor.items]
 
 
 @pytest.mark.parametrize("case", ["not a cluster", "nobody listening"])

@@ -50,9 +50,9 @@ class GatedStore:
         self._maybe_wait("complete")
         self.inner.complete(record)
 
-    def release(self, key, lease):
+    def release(self, record):
         self._maybe_wait("release")
-        self.inner.release(key, lease)
+        self.inner.release(record)
 
     def get(self, key):
         return self.inner.get(key)
@@ -75,10 +75,10 @@ class NativeAsyncStore:
         await asyncio.sleep(0)
         self.inner.complete(record)
 
-    async def release(self, key, lease):
+    async def release(self, record):
         self.calls.append("release")
         await asyncio.sleep(0)
-        self.inner.release(key, lease)
+        self.inner.release(record)
 
 
 # -- how a store is reached ------------------------------------------------------------------------------
@@ -294,6 +294,49 @@ def test_bodies_running_at_the_deadline_margin_are_cancelled_and_reported_their_
     assert isinstance(slow.error.__cause__, asyncio.CancelledError)
     assert later.outcome.value == "deferred"
     assert sorted(r.status.value for r in store.scan()) == ["COMPLETE", "IN_PROGRESS"]  # fast done, slow locked
+
+
+def test_the_deadline_response_does_not_wait_for_thread_work_it_abandoned(tmp_path):
+    """``asyncio.run`` joins its loop's default executor before it returns: a body's ``asyncio.to_thread`` still
+    running at the deadline held the partial response until the thread ended, past the Lambda timeout. The response
+    now comes back while the thread provably still runs; the record's lock stays, and the thread ending later
+    commits nothing."""
+    store = SQLitePersistenceLayer(str(tmp_path / "s.db"))
+    inside, let_go, finished = threading.Event(), threading.Event(), threading.Event()
+
+    def blocking_call():  # a body's thread work: a cancellation cannot stop it
+        inside.set()
+        let_go.wait(60)
+        finished.set()
+        return "finished after the deadline"
+
+    async def handler(record):
+        return await asyncio.to_thread(blocking_call)
+
+    processor = AsyncBatchProcessor(
+        EventType.SQS, store=store, deadline_margin_ms=1000, raise_on_entire_batch_failure=False
+    )
+    responses, errors = [], []
+
+    def lambda_handler():  # the README's entry point, in its own thread so that the test can outwait it
+        event, context = sqs_event(sqs_record("a", 1)), FakeContext(remaining_ms=2000)  # the margin in 1 s
+        responses.append(asyncio.run(async_process_partial_response(event, handler, processor, context)))
+        errors.append(processor.items[0].error)  # the summary of this thread's latest batch
+
+    invocation = threading.Thread(target=lambda_handler)
+    invocation.start()
+    try:
+        invocation.join(30)  # before the fix: not before let_go, which is set below
+        assert responses == [{"batchItemFailures": [{"itemIdentifier": "a"}]}]
+        assert inside.is_set()
+        assert not finished.is_set()  # the thread is still in the body's work
+    finally:
+        let_go.set()
+        invocation.join(60)
+    assert finished.wait(30)
+    (record,) = store.scan()
+    assert record.status is RecordStatus.IN_PROGRESS  # left to expire: never released, never committed
+    assert isinstance(errors[0], TimeoutError)
 
 
 def test_without_cancel_at_deadline_a_running_body_finishes():

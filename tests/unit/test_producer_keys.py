@@ -11,7 +11,7 @@ from consumer._serde import canonical_json
 from consumer.keys import key_selection
 from persistence import InMemoryPersistenceLayer
 
-HEADER = IdempotencyConfig(key_header="Idempotency-Key", key_prefix="p")
+HEADER = IdempotencyConfig(key_header="Idempotency-Key", key_prefix="p", raise_on_no_idempotency_key=False)
 KELVIN = "Idempotency-\u212aey"  # KELVIN SIGN: casefolds (and lowercases) to a "k"
 
 
@@ -73,6 +73,6 @@ def test_header_names_compare_in_ascii_only():
     assert headers.get_all(KELVIN) == [b"k-1"]
     # ASCII letters still match in any case, beside any other character kept as it is.
     assert key_selection(sqs_with_key("m-1", "k-1", name="idempotency-KEY"), HEADER) == ("k-1", False)
-    accented = IdempotencyConfig(key_header="Clé-Ünique", key_prefix="p")
+    accented = IdempotencyConfig(key_header="Clé-Ünique", key_prefix="p", raise_on_no_idempotency_key=False)
     assert key_selection(sqs_with_key("m-1", "k-1", name="CLé-Ünique"), accented) == ("k-1", False)
     assert key_selection(sqs_with_key("m-1", "k-1", name="clé-ünique"), accented)[1]  # Ü is not ASCII

@@ -49,6 +49,7 @@ EVERYTHING = textwrap.dedent(
         BatchProcessor,
         BatchSummary,
         Clock,
+        DecodeLimitError,
         DynamoDBStreamRecord,
         EventType,
         IdempotencyAlreadyInProgressError,
@@ -261,6 +262,9 @@ EVERYTHING = textwrap.dedent(
         except IdempotencyAlreadyInProgressError as busy:
             print(busy.key, busy.existing_record)
             return None
+        except DecodeLimitError as bomb:  # before IdempotencyKeyError, which it is
+            limit: int = bomb.limit
+            raise RuntimeError(bomb.function, limit) from bomb
         except (IdempotencyKeyError, IdempotencyValidationError, ResponseDecodeError) as refused:
             raise RuntimeError(message) from refused
         except (NestedReplayError, InvalidResultError, IdempotencyConfigError) as failed:

@@ -163,7 +163,8 @@ PINNED = [
      {"key_header": "Idempotency-Key"}, "f613e2ddb1ed1aefc2d87a1bc773c3a3e671f40809ffe8875486d58482e5259a"),
     ({"eventID": "shardId-000000000000:49590338271490256608559692538361571095921575989136588898",
       "eventSourceARN": ARN, "kinesis": {}}, {}, "605d4d818e7a32c02531a5ece63e756d1a499968886e5653aa692bea46b5fe48"),
-    ({"messageId": "m-1", "messageAttributes": {}}, {"key_header": "Idempotency-Key"},
+    ({"messageId": "m-1", "messageAttributes": {}},
+     {"key_header": "Idempotency-Key", "raise_on_no_idempotency_key": False},
      "e83294e4b33c9008347abeb44f1d6a082f5825302f84b6fb1102e458e2b81688"),
 ]  # fmt: skip
 
