@@ -20,7 +20,7 @@ from consumer._batch_event import (
     records_of,
     summarize,
 )
-from consumer._batch_run import Item, RunSettings
+from consumer._batch_run import NOT_RUN, Item, RunSettings
 from consumer._handlers import LAMBDA_CONTEXT, OWN, handler_shape, refuse_dropped_cutover
 from consumer._report import Reporter, check_hook
 from consumer.event_sources import EventType, RecordT, failure_identifier, refuse_key_header, resolve_event_type
@@ -185,6 +185,12 @@ class _Processor(Generic[RecordT]):
         }
         self._report(settings, guard_passing, items, started, context, any_failed=bool(failures))
         if failures and len(failures) == len(items) and self.raise_on_entire_batch_failure:
-            errors = [(i.item_id, i.error or RuntimeError(f"not run: {i.outcome}")) for i in failures]
+            errors = [(i.item_id, i.error or RuntimeError(_not_run(i))) for i in failures]
             raise BatchProcessingError(errors, response)
         return response
+
+
+def _not_run(item: Item) -> str:
+    """Why ``item`` failed without an error of its own, in words (``not run: skipped, an earlier record ...``)."""
+    outcome = item.outcome
+    return "not run" if outcome not in NOT_RUN else f"not run: {outcome.value}, {NOT_RUN[outcome]}"

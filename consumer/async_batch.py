@@ -60,7 +60,7 @@ class AsyncBatchProcessor(_Processor[RecordT]):
 
     Like :class:`~consumer.BatchProcessor`, it is generic in its records (``AsyncBatchProcessor[SQSRecord]``).
 
-    Example:
+    Examples:
         >>> import asyncio
         >>> from persistence import InMemoryPersistenceLayer
         >>> from consumer import EventType, async_process_partial_response
@@ -219,7 +219,7 @@ async def async_process_partial_response(
 
     From a sync Lambda handler, run it with ``asyncio.run``:
 
-    Example:
+    Examples:
         >>> import asyncio
         >>> from persistence import InMemoryPersistenceLayer
         >>> from consumer import EventType
