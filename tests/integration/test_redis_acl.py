@@ -50,9 +50,9 @@ def _every_operation(url: str, admins) -> None:
             assert store.acquire(held, NOW_MS) is None
             store.complete(done(held))
         assert store.acquire(lock(keys[0]), NOW_MS) is not None  # a duplicate: the record that blocks it
-        released = lock("acl-released")
+        released = lock(f"acl-{uuid.uuid4().hex}")
         assert store.acquire(released, NOW_MS) is None
-        store.release(released.key, released.lease)
+        store.release(released)
         assert store.get(keys[0]) is not None
         assert set(keys) <= {record.key for record in store.scan()}
         assert all(store.delete(key) for key in keys)
