@@ -182,6 +182,9 @@ def search(expression: jmespath.parser.ParsedResult, data: Any, search_options: 
     of those (``eventID && [eventSourceARN, eventID]``) are looked up directly: same result, no tree walk.
     """
     if isinstance(data, dict):
+        node = expression.parsed
+        if node["type"] == "field":  # the usual key (messageId), at once
+            return data.get(node["value"])
         text = expression.expression
         lookup = _LOOKUPS.get(text)
         if lookup is None and text not in _LOOKUPS:
