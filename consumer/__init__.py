@@ -27,6 +27,7 @@ from consumer._context import (
 )
 from consumer._errors import (
     AlreadyProcessed,
+    DataArgumentError,
     DecodeLimitError,
     IdempotencyAlreadyInProgressError,
     IdempotencyConfigError,
@@ -56,6 +57,7 @@ from consumer.batch import (
     BatchSummary,
     PartialBatchResponse,
     SqsFifoPartialProcessor,
+    UnexpectedBatchTypeError,
     process_partial_response,
 )
 from consumer.config import IdempotencyConfig, ResponseHook
@@ -111,6 +113,7 @@ __all__ = [
     "BatchProcessor",
     "BatchSummary",
     "Clock",
+    "DataArgumentError",
     "DecodeLimitError",
     "DynamoDBStreamRecord",
     "EventType",
@@ -149,6 +152,7 @@ __all__ = [
     "ResponseHook",
     "SQSRecord",
     "SqsFifoPartialProcessor",
+    "UnexpectedBatchTypeError",
     "async_process_partial_response",
     "canonical_json",
     "current_idempotency_key",

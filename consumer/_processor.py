@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic
 
 from consumer._batch_event import (
-    BatchProcessingError,
     BatchSummary,
     PartialBatchResponse,
     parse,
@@ -21,6 +20,7 @@ from consumer._batch_event import (
     summarize,
 )
 from consumer._batch_run import NOT_RUN, Item, RunSettings
+from consumer._errors import BatchProcessingError
 from consumer._handlers import LAMBDA_CONTEXT, OWN, handler_shape, refuse_dropped_cutover
 from consumer._report import Reporter, check_hook
 from consumer.event_sources import EventType, RecordT, failure_identifier, refuse_key_header, resolve_event_type

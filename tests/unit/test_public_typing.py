@@ -49,6 +49,7 @@ EVERYTHING = textwrap.dedent(
         BatchProcessor,
         BatchSummary,
         Clock,
+        DataArgumentError,
         DecodeLimitError,
         DynamoDBStreamRecord,
         EventType,
@@ -87,6 +88,7 @@ EVERYTHING = textwrap.dedent(
         ResponseHook,
         SQSRecord,
         SqsFifoPartialProcessor,
+        UnexpectedBatchTypeError,
         async_process_partial_response,
         canonical_json,
         current_idempotency_key,
@@ -225,7 +227,7 @@ EVERYTHING = textwrap.dedent(
     def sqs_handler(event: BatchEvent, context: LambdaContext) -> PartialBatchResponse:
         try:
             return process_partial_response(event, on_sqs, sqs, context)
-        except (BatchEventError, BatchProcessingError):
+        except (BatchEventError, UnexpectedBatchTypeError, BatchProcessingError):
             raise
         finally:
             summary: BatchSummary | None = sqs.summary
@@ -239,8 +241,11 @@ EVERYTHING = textwrap.dedent(
 
 
     def on_kafka(record: KafkaRecord) -> list[bytes]:
-        headers: KafkaHeaders = record.headers
-        print(record.topic_partition, record.offset, record.key, record.json_value, headers.get("trace"))
+        headers: KafkaHeaders = record.decoded_headers
+        value: str | None = record.value  # the event's base64 text, as in Powertools
+        decoded: bytes | None = record.decoded_value
+        print(record.topic_partition, record.offset, record.decoded_key, record.json_value, headers.get("trace"))
+        print(value, decoded, record.key, record.headers, record["topic"], record.get("offset"), len(record))
         return headers.get_all("trace")
 
 
@@ -267,7 +272,7 @@ EVERYTHING = textwrap.dedent(
             raise RuntimeError(bomb.function, limit) from bomb
         except (IdempotencyKeyError, IdempotencyValidationError, ResponseDecodeError) as refused:
             raise RuntimeError(message) from refused
-        except (NestedReplayError, InvalidResultError, IdempotencyConfigError) as failed:
+        except (NestedReplayError, InvalidResultError, IdempotencyConfigError, DataArgumentError) as failed:
             raise failed from None
         except (LockLostError, ItemTooLargeError, PersistenceLayerError, IdempotencyError):
             raise
@@ -403,7 +408,7 @@ MISUSES = {
 
 
         def on_kafka(record: KafkaRecord) -> bytes | None:
-            return record.value
+            return record.decoded_value
 
 
         process_partial_response({"records": {}}, on_kafka, kinesis)  # refused: [arg-type]
