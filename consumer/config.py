@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
 import os
 import threading
 import weakref
@@ -70,7 +71,7 @@ class IdempotencyConfig:
         response_hook: Applied to a replayed response.
         powertools_cutover: While moving over from Powertools: read its table through for records our store does
             not know yet, until a given date (see :class:`consumer.PowertoolsCutover`).
-        key_header: A producer-set key, by name (``"Idempotency-Key"``, matched case-insensitively): a Kafka
+        key_header: A producer-set key, by name (``"Idempotency-Key"``, its ASCII letters in any case): a Kafka
             header (its UTF-8 text; a value that is not UTF-8 keys as its bytes, unlike any text), an SQS message
             attribute's ``stringValue``, an EventBridge event's ``detail`` field. The same
             as ``event_key_jmespath="header(@, 'Idempotency-Key')"`` (the JMESPath function composes: ``header(@,
@@ -175,6 +176,24 @@ def _check_hash_function(name: str) -> None:
         raise IdempotencyConfigError(f"hash_function {name!r} is not available here (one of {available})") from e
     # shake_128 / shake_256 report 0 and need a length for every digest: keys must have one fixed length.
     _require(digest_size > 0, f"hash_function {name!r} is not a fixed-length digest")
+    if name.lower() in _COLLIDING:
+        with _warned_lock:
+            if name.lower() in _warned:
+                return
+            _warned.add(name.lower())
+        logger.warning(
+            "hash_function %r: collisions of it can be made on purpose, so a producer who controls what a key "
+            "selects can give two records one key (the second replays the first's result); use sha256",
+            name,
+        )
+
+
+logger = logging.getLogger("idempotent_consumer")
+#: Digests whose collisions can be computed: warned of once per process and name (the Powertools cut-over hashes
+#: Powertools' keys with its md5 apart from this config, to find its records, and warns of nothing).
+_COLLIDING = frozenset(("md4", "md5", "md5-sha1", "sha1"))
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
 
 
 def _require(condition: bool, message: str) -> None:

@@ -2,7 +2,8 @@
 
 Many producers put their own key on a message (``Idempotency-Key``): a retried send is a new message with a new
 id (SQS ``messageId``, a new Kafka offset), but it carries the same key. :func:`producer_header` reads it from
-the record as Lambda delivers it, matching the name case-insensitively:
+the record as Lambda delivers it, matching the name's ASCII letters in any case (only those: a name spelled with
+a KELVIN SIGN for its ``k`` is another name, as for a filter upstream that compares names in ASCII):
 
 - a Kafka record: its headers (arrays of byte integers); a repeated name gives its last value. A value that is
   UTF-8 is its text; any other value (a binary key: a UUID's 16 bytes, a hash) is its bytes, keyed in a form of
@@ -22,16 +23,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from consumer._serde import BinaryKey
-from consumer.sources._kafka import header_bytes
+from consumer.sources._kafka import folded_name, header_bytes
 
 _ABSENT = object()
 
 
 def _lookup(fields: Mapping[str, Any], name: str) -> Any:
-    folded = name.casefold()
+    folded = folded_name(name)
     found = None
     for field, value in fields.items():  # the last match wins, as for a repeated Kafka header
-        if isinstance(field, str) and field.casefold() == folded:
+        if isinstance(field, str) and folded_name(field) == folded:
             found = value
     return found
 
@@ -50,12 +51,12 @@ def kafka_header(headers: Any, name: str) -> str | BinaryKey | None:
     if not isinstance(headers, list):
         msg = f"headers are not a list, got {type(headers).__name__}"
         raise ValueError(msg)  # noqa: TRY004 - a key error naming the record (keys.select), as any bad input
-    folded, value = name.casefold(), _ABSENT
+    folded, value = folded_name(name), _ABSENT
     for entry in headers:  # in record order, so that the last value wins
         if not isinstance(entry, Mapping):
             continue  # names no header: not the one asked for
         for field, raw in entry.items():
-            if isinstance(field, str) and field.casefold() == folded and raw is not None:  # null: no value
+            if isinstance(field, str) and folded_name(field) == folded and raw is not None:  # null: no value
                 value = raw
     if value is _ABSENT:
         return None
@@ -86,7 +87,7 @@ def _sqs_attribute(attribute: Mapping[str, Any], name: str) -> str | BinaryKey |
 
 
 def producer_header(record: Any, name: str) -> Any:
-    """The value ``name`` names on ``record`` (case-insensitively), or ``None`` when it has none.
+    """The value ``name`` names on ``record`` (its ASCII letters in any case), or ``None`` when it has none.
 
     Raises:
         ValueError: Kafka headers not of Lambda's shape (see :func:`kafka_header`), or an SQS binary attribute

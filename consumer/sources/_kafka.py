@@ -76,6 +76,18 @@ def kafka_records(event: Mapping[str, Any]) -> list[Any]:
     return flat
 
 
+def folded_name(name: str) -> str:
+    """A header name as names are compared: ``A``-``Z`` lowercased, every other character as it is.
+
+    ASCII only, as HTTP compares field names: ``str.casefold()`` reads a name spelled with a KELVIN SIGN (U+212A)
+    for its ``k`` as ``idempotency-key``, a name that a filter comparing ASCII names upstream lets through.
+    """
+    return name.lower() if name.isascii() else name.translate(_ASCII_LOWER)
+
+
+_ASCII_LOWER = {upper: upper + 32 for upper in range(ord("A"), ord("Z") + 1)}
+
+
 def as_delivered(record: Any) -> Any:
     """A Kafka record of :func:`kafka_records` as its event carries it: without the event fields it was given.
 
@@ -113,7 +125,7 @@ def header_bytes(value: Any, name: str) -> bytes:
 
 
 class KafkaHeaders(Mapping[str, bytes]):
-    """A Kafka record's headers by case-insensitive name, as raw bytes; a repeated name answers its last value.
+    """A Kafka record's headers by name (ASCII letters in any case), as raw bytes; a repeated name: its last value.
 
     Values are never decoded as text (``headers[name].decode()`` where you know one is): a binary header reads
     like any other. ``key_header`` keys a value that is not UTF-8 by its bytes (:mod:`consumer.sources._headers`).
@@ -133,7 +145,7 @@ class KafkaHeaders(Mapping[str, bytes]):
         self._all: dict[str, list[bytes]] = {}
         self._names: dict[str, str] = {}
         for name, value in pairs:
-            folded = name.casefold()
+            folded = folded_name(name)
             self._all.setdefault(folded, []).append(value)
             self._names.setdefault(folded, name)
 
@@ -162,7 +174,7 @@ class KafkaHeaders(Mapping[str, bytes]):
 
     def __getitem__(self, name: str) -> bytes:
         """The last value of ``name`` (any case)."""
-        return self._all[name.casefold()][-1]
+        return self._all[folded_name(name)][-1]
 
     def __iter__(self) -> Iterator[str]:
         """Each name once, as first written."""
@@ -174,11 +186,11 @@ class KafkaHeaders(Mapping[str, bytes]):
 
     def __contains__(self, name: object) -> bool:
         """Whether ``name`` (any case) is present."""
-        return isinstance(name, str) and name.casefold() in self._all
+        return isinstance(name, str) and folded_name(name) in self._all
 
     def get_all(self, name: str) -> list[bytes]:
         """Every value of ``name`` (any case), in record order; ``[]`` when absent."""
-        return list(self._all.get(name.casefold(), ()))
+        return list(self._all.get(folded_name(name), ()))
 
     def __repr__(self) -> str:
         """The headers, every value shown."""
@@ -227,8 +239,8 @@ class KafkaRecord(RawEventView):
         timestamp_type: ``CREATE_TIME`` or ``LOG_APPEND_TIME``.
         decoded_key: The record key, decoded; ``None`` when the producer set none.
         decoded_value: The record value, decoded; ``None`` for a tombstone (null value).
-        decoded_headers: The headers by case-insensitive name, each value its raw bytes (never decoded as text,
-            so a binary value reads as well as any; a repeated name answers its last value,
+        decoded_headers: The headers by name (ASCII letters in any case), each value its raw bytes (never decoded
+            as text, so a binary value reads as well as any; a repeated name answers its last value,
             ``decoded_headers.get_all(name)`` gives every one).
     """
 
