@@ -46,6 +46,7 @@ from consumer._errors import (
     NestedReplayError,
     ResponseDecodeError,
 )
+from consumer._record_model import RecordModelError
 from consumer._serde import canonical_json
 from consumer._unguarded import idempotency_disabled
 from consumer.batch import (
@@ -67,18 +68,22 @@ from consumer.metrics import Metrics
 from persistence import IdempotencyError, ItemTooLargeError, LockLostError, PersistenceLayerError
 
 if TYPE_CHECKING:
+    from consumer._batch_decorators import async_batch_processor, batch_processor
     from consumer._kafka import KafkaHeaders, KafkaRecord
     from consumer.async_batch import AsyncBatchProcessor, async_process_partial_response
     from consumer.cutover import PowertoolsCutover
 
 #: Public names whose modules are imported when a name is first used, not with the package (PEP 562): a sync
-#: function's cold start does not pay for the async processor, the Powertools cut-over, nor Kafka's records.
+#: function's cold start does not pay for the async processor, the Powertools cut-over, Kafka's records, nor Powertools'
+#: older batch decorators.
 _IMPORTED_ON_FIRST_USE = {
     "KafkaHeaders": "consumer._kafka",
     "KafkaRecord": "consumer._kafka",
     "AsyncBatchProcessor": "consumer.async_batch",
     "async_process_partial_response": "consumer.async_batch",
     "PowertoolsCutover": "consumer.cutover",
+    "batch_processor": "consumer._batch_decorators",
+    "async_batch_processor": "consumer._batch_decorators",
 }
 
 
@@ -145,11 +150,14 @@ __all__ = [
     "PartialBatchResponse",
     "PersistenceLayerError",
     "PowertoolsCutover",
+    "RecordModelError",
     "ResponseDecodeError",
     "ResponseHook",
     "SQSRecord",
     "SqsFifoPartialProcessor",
+    "async_batch_processor",
     "async_process_partial_response",
+    "batch_processor",
     "canonical_json",
     "current_idempotency_key",
     "current_lambda_context",
