@@ -52,9 +52,9 @@ class SlowStore:
         self._wait()
         self.inner.complete(record)
 
-    def release(self, key: str, lease: str) -> None:
+    def release(self, record: Any) -> None:
         self._wait()
-        self.inner.release(key, lease)
+        self.inner.release(record)
 
     def get(self, key: str) -> Any:
         self._wait()
@@ -89,9 +89,9 @@ class NativeSlowStore:
         await self._wait()
         self.inner.complete(record)
 
-    async def release(self, key: str, lease: str) -> None:
+    async def release(self, record: Any) -> None:
         await self._wait()
-        self.inner.release(key, lease)
+        self.inner.release(record)
 
 
 def _invoke_ms(handler: Any, records: int, offset: int) -> float:

@@ -61,6 +61,6 @@ async def acquire_settled(
     acquiring, cancelled = await settle(store.acquire(record, now_ms))
     if cancelled is not None:
         if not acquiring.cancelled() and acquiring.exception() is None and acquiring.result() is None:
-            await settle(store.release(record.key, record.lease))  # ours, and never to be used
+            await settle(store.release(record))  # ours, and never to be used
         raise cancelled
     return acquiring.result()

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from consumer._batch_holders import BatchHolders, Waited, wait_budget_s, wait_for_holder
-from consumer._errors import AlreadyProcessed, IdempotencyAlreadyInProgressError
+from consumer._errors import AlreadyProcessed, IdempotencyAlreadyInProgressError, IdempotencyKeyError
 from consumer._handlers import LAMBDA_CONTEXT, NO_GUARD, OWN, POSITIONAL, guarded_function, handler_shape
 from consumer._record_model import parsed
 from consumer._unguarded import idempotency_disabled
@@ -57,7 +57,9 @@ class Item:
         item_id: What ``batchItemFailures`` names.
         group: Its ordering key (FIFO group, partition key, item key), if any.
         outcome: What happened to it.
-        error: Why it failed (``None`` for a success, or a record deferred or skipped without running).
+        error: Why it failed (``None`` for a success, or a record deferred or skipped without running); for a record
+            that ran unguarded because no key was selected, the ``IdempotencyKeyError`` that
+            ``raise_on_no_idempotency_key=False`` did not raise.
         result: The handler's result, or the replayed response.
         key: Its idempotency key; ``None`` when it never reached its guard or ran unguarded.
         release_error: Set when releasing its lock after it failed failed as well.
@@ -291,7 +293,13 @@ class BatchRun:
     @staticmethod
     def _succeeded(item: Item, guard: IdempotencyGuard) -> None:
         item.result, item.key = guard.result, guard.key
-        item.outcome = Outcome.PROCESSED if guard.key is not None else Outcome.UNGUARDED
+        if guard.key is not None:
+            item.outcome = Outcome.PROCESSED
+            return
+        item.outcome = Outcome.UNGUARDED
+        why = guard._no_key()  # noqa: SLF001 - the record's guard, which the processor made
+        if why is not None:  # no key selected (not idempotency disabled): the error not raised, as it was allowed
+            item.error = IdempotencyKeyError(why)
 
     def _failed(self, item: Item, error: Exception, guard: IdempotencyGuard | None) -> None:
         if guard is not None:

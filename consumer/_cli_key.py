@@ -5,50 +5,65 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from consumer._cli_records import EXIT_OK, CommandError, out
+from consumer._cli_records import EXIT_NOT_FOUND, EXIT_OK, CommandError, out
 from consumer._kafka import is_kafka_event, kafka_records
 from consumer._serde import canonical_json
 from consumer.config import IdempotencyConfig
 from consumer.event_sources import refuse_key_header
-from consumer.keys import DEFAULT_KEY_EXPRESSIONS, key_selection, make_key
+from consumer.keys import DEFAULT_KEY_EXPRESSIONS, key_selection, make_key, missing_key_message
 from persistence import IdempotencyError
 
 if TYPE_CHECKING:
     import argparse
 
 EXIT_USAGE = 2
+EXIT_UNKEYED = EXIT_NOT_FOUND  # a record gets no key: it would fail in a consumer
 
 
 def key_command(args: argparse.Namespace, event: Any) -> int:
-    """``key``: per record, what its key hashes and the key.
+    """``key``: per record, what its key hashes and the key; exit 1 when a record gets no key.
 
-    What is shown is what is hashed: the whole record for ``--jmespath ''``; with ``--header``, a record without
-    that header is keyed by its own id, which the line says. A record the key expression fails on is one line
-    naming the error, as is a record that is not an object.
+    What is shown is what is hashed: the whole record for ``--jmespath ''``; with ``--header`` and
+    ``--no-raise-on-no-idempotency-key``, a record without that header is keyed by its own id, which the line says.
+    A record whose selection is missing is one line saying so (with the fix when the selection went into JSON text,
+    as the processor's error says), as is a record the key expression fails on, or one that is not an object: each
+    would fail in a consumer, so the command exits 1. With ``--no-raise-on-no-idempotency-key``, a record without a
+    key would run unguarded, as the line says with the same words; that alone does not make the exit status 1.
 
     Raises:
         CommandError: The options do not make a config (exit 2), or the event has no records of the source.
     """
     try:
-        config = IdempotencyConfig(event_key_jmespath=args.jmespath, key_prefix=args.prefix, key_header=args.header)
+        config = IdempotencyConfig(
+            event_key_jmespath=args.jmespath,
+            key_prefix=args.prefix,
+            key_header=args.header,
+            raise_on_no_idempotency_key=args.raise_on_no_idempotency_key,
+        )
     except IdempotencyError as e:
         raise CommandError(str(e), EXIT_USAGE) from e
+    unkeyed = False
     for index, record in enumerate(_records(event, args.event_type, args.header)):
         if not isinstance(record, Mapping):
             out(f"record {index}: not a record: a JSON {_json_type(record)}, where an object is expected")
+            unkeyed = True
             continue
         try:
             selection, own_id = key_selection(record, config)  # what make_key hashes
             key = make_key(record, config)
-        except IdempotencyError as e:
+        except IdempotencyError as e:  # the message the record would fail with (missing_key_message when missing)
             out(f"record {index}: {e}")
+            unkeyed = True
             continue
         if own_id:
             out(f"record {index}: no header {args.header!r}: its own id selected {shown(selection)}")
         else:
             out(f"record {index}: selected {shown(selection)}")
-        out(f"  key {key}" if key is not None else "  no key: this record would run unguarded")
-    return EXIT_OK
+        if key is None:
+            out(f"  would run unguarded: {missing_key_message(record, config)}")
+        else:
+            out(f"  key {key}")
+    return EXIT_UNKEYED if unkeyed else EXIT_OK
 
 
 def shown(selection: Any) -> str:

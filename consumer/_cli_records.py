@@ -226,12 +226,23 @@ def _describe(record: IdempotencyRecord) -> str:
     return f"{record.status.value} under lease {record.lease}"
 
 
+def _changed(read: IdempotencyRecord, now: IdempotencyRecord | None) -> str:
+    """Why nothing was deleted: the record ``read`` is no longer there as it was; ``now`` is what is there."""
+    same_lease = now is not None and now.lease == read.lease
+    why = "its holder committed it" if same_lease else "it was deleted" if now is None else "it was acquired again"
+    return (
+        f"nothing deleted: {read.key!r} changed since it was read ({why} meanwhile): it was {_describe(read)}, "
+        f"it is now {'gone' if now is None else _describe(now)}; run the command again to see it as it is now"
+    )
+
+
 def records_delete(args: argparse.Namespace) -> int:
     """``records delete KEY``: let one record run again (asks first, unless ``--yes``).
 
     A live ``IN_PROGRESS`` lock (its holder may still be running) is refused unless ``--force``: deleting
-    it lets a duplicate run beside the holder. Only the record read and checked is deleted (a delete
-    conditional on its lease): if it changed meanwhile, nothing is deleted.
+    it lets a duplicate run beside the holder. Only the record read and checked is deleted (the store's
+    ``release``, conditional on its status and lease): if it changed meanwhile (its holder committed it while
+    the operator was asked, or another invocation acquired it), nothing is deleted and the command fails.
     """
     store = open_store(args.store, read_only=False)
     record = _get(store, args.key)
@@ -250,13 +261,9 @@ def records_delete(args: argparse.Namespace) -> int:
         if sys.stdin.readline().strip().lower() not in ("y", "yes"):
             raise CommandError("not deleted")
     try:
-        store.release(args.key, record.lease)
+        store.release(record)
     except LockLostError as e:
-        now = "gone" if e.existing_record is None else _describe(e.existing_record)
-        raise CommandError(
-            f"the record changed since it was read: {args.key!r} was {_describe(record)}, is now {now}; "
-            "nothing deleted, try again"
-        ) from e
+        raise CommandError(_changed(record, e.existing_record)) from e
     out(f"deleted {args.key}")
     return EXIT_OK
 

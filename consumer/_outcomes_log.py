@@ -141,8 +141,9 @@ def log_item(item: Item, event_source: str, context: LambdaContext | None, deadl
     outcome, error = item.outcome, item.error
     level = logging.WARNING
     traceback_of: BaseException | None = None  # a failure's traceback goes with its record
-    if outcome is Outcome.UNGUARDED:
-        name, what = outcome.value, "ran unguarded: no idempotency key selected, so a redelivery runs it again"
+    if outcome is Outcome.UNGUARDED:  # its error, when it has one, says why no key was selected and the fix
+        why = "no idempotency key selected" if error is None else _text(error)
+        name, what = outcome.value, f"ran unguarded: {why}; a redelivery runs it again"
     elif outcome is Outcome.IN_PROGRESS:  # the error names the key
         name, what = outcome.value, f"is in progress ({_text(error)}); {_REDELIVERED}"
     elif outcome is Outcome.DEFERRED:
@@ -235,14 +236,19 @@ def log_committed_without_response(  # noqa: PLR0917 - the guard's two call site
         emit(logging.WARNING, message + " (record %s)", key, cause, item_identifier, extra=extra)
 
 
-def log_unguarded(context: LambdaContext | None) -> None:
-    """The guard's once-per-invocation warning for records without a key (outside a batch processor)."""
+def log_unguarded(context: LambdaContext | None, why: str | None) -> None:
+    """The guard's once-per-invocation warning for records without a key (outside a batch processor).
+
+    ``why`` is the first such record's :func:`consumer.keys.missing_key_message`.
+    """
     invocation = request_id(context)
     extra = fields("unguarded", key=None, item_identifier=None, event_source=None, context=context, error=None)
     emit(
         logging.WARNING,
-        "no idempotency key selected: running the record(s) unguarded (invocation %s)",
+        "no idempotency key selected: running the record(s) unguarded, as raise_on_no_idempotency_key=False asks "
+        "(invocation %s): %s",
         invocation,
+        why,
         extra=extra,
     )
 

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 from consumer._outcomes_log import log_unguarded, request_id
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from consumer._context import LambdaContext
 
 logger = logging.getLogger("idempotent_consumer")
@@ -62,10 +64,14 @@ def _warn_unrecognised_disabled(variable: str, value: str) -> None:
 _warned_invocation: list[str | None] = []
 
 
-def warn_unguarded(context: LambdaContext | None) -> None:
-    """Warn that a record runs unguarded (no key selected): once per invocation (per process without a context)."""
+def warn_unguarded(context: LambdaContext | None, why: Callable[[], str | None]) -> None:
+    """Warn that a record runs unguarded (no key selected): once per invocation (per process without a context).
+
+    ``why`` says what selected nothing, on which record, and the fix when one is known; it is called only when the
+    warning is written.
+    """
     invocation = request_id(context)  # a test's stand-in context may have none
     if _warned_invocation and _warned_invocation[0] == invocation:
         return
     _warned_invocation[:] = [invocation]
-    log_unguarded(context)
+    log_unguarded(context, why())

@@ -48,13 +48,15 @@ DELETE_DESCRIPTION = """Delete one record so that its record runs again on its n
 A live IN_PROGRESS lock (its holder may still be running) is refused unless --force is given:
 deleting it lets a duplicate run beside the holder. A lock past its deadline (its holder crashed)
 and a COMPLETE record are deleted without --force. Only the record read is deleted: if it changed
-meanwhile (another invocation took it over), nothing is deleted.
+meanwhile (its holder committed it while you were asked, or another invocation acquired it), nothing
+is deleted and the command exits 1.
 """
 KEY_EXAMPLES = """examples:
   # event.json: an event as Lambda delivers it
   idempotent-consumer key --event event.json
   idempotent-consumer key --event event.json --jmespath 'powertools_json(body).order_id' --prefix orders
   idempotent-consumer key --event event.json --header Idempotency-Key
+exit status: 1 when a record gets no key (it would fail), 2 for options that make no config
 """
 TABLE_EXAMPLES = """examples:
   idempotent-consumer table create --table IdempotencyTable --region eu-west-1
@@ -209,6 +211,12 @@ def _add_key(commands: Any) -> None:
     )
     key.add_argument(
         "--prefix", default=None, metavar="P", help="key_prefix (default $AWS_LAMBDA_FUNCTION_NAME or local)"
+    )
+    key.add_argument(
+        "--raise-on-no-idempotency-key",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="raise_on_no_idempotency_key: a record without a key fails, and the command exits 1 (the default)",
     )
     key.set_defaults(action=lambda args: key_command(args, _read_event(args.event)))
 

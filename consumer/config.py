@@ -43,8 +43,10 @@ class IdempotencyConfig:
         payload_validation_jmespath: Selects the part of the payload that must match between a record and
             its duplicates; a mismatch raises ``IdempotencyValidationError``. ``""`` is ``None`` (no validation),
             as in Powertools.
-        raise_on_no_idempotency_key: Raise ``IdempotencyKeyError`` when the selection is empty, instead of
-            running the record unguarded with a warning.
+        raise_on_no_idempotency_key: When the selection is empty, raise ``IdempotencyKeyError`` (the default; in a
+            batch the record is reported in ``batchItemFailures``), naming the expression, the record by its id,
+            and the fix when the selection went into JSON text (``powertools_json(body).order_id``). The body does
+            not run. ``False`` is Powertools' default: the record runs unguarded, with a warning saying the same.
         expires_after_seconds: How long a completed record counts.
         use_local_cache: Keep completed records in an in-process LRU (one per store), so a duplicate costs
             no request.
@@ -65,9 +67,10 @@ class IdempotencyConfig:
             header (its UTF-8 text; a value that is not UTF-8 keys as its bytes, unlike any text), an SQS message
             attribute's ``stringValue``, an EventBridge event's ``detail`` field. The same
             as ``event_key_jmespath="header(@, 'Idempotency-Key')"`` (the JMESPath function composes: ``header(@,
-            'Idempotency-Key') || messageId`` falls back to the message id); so not both. A record without it is
-            keyed by its own id (as without ``key_header``), so a redelivery still replays; with
-            ``raise_on_no_idempotency_key`` it fails instead. Kinesis and DynamoDB Streams processors refuse it.
+            'Idempotency-Key') || messageId`` falls back to the message id); so not both. A record without it
+            fails, as any missing selection does; with ``raise_on_no_idempotency_key=False`` it is keyed by its own
+            id instead (as without ``key_header``), so a redelivery still replays. Kinesis and DynamoDB Streams
+            processors refuse it.
         max_decoded_bytes: The most each decoding function of a key expression (and of the Powertools cut-over)
             produces from one record (default 6 MiB, Lambda's payload limit): ``base64_gzip_decode`` inflates and
             ``base64_decode`` decodes at most that many bytes; ``json_parse`` reads at most that many characters,
@@ -82,7 +85,7 @@ class IdempotencyConfig:
 
     event_key_jmespath: str | None = None
     payload_validation_jmespath: str | None = None
-    raise_on_no_idempotency_key: bool = False
+    raise_on_no_idempotency_key: bool = True
     expires_after_seconds: int = 3600
     use_local_cache: bool = False
     local_cache_max_items: int = 256

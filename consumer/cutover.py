@@ -355,9 +355,9 @@ class PowertoolsCutover:
                     _kept_without_response(found, e)
                 return found
         except BaseException as e:
-            _release_after(lambda: store.release(held.key, held.lease), held, e)
+            _release_after(lambda: store.release(held), held, e)
             raise
-        store.release(held.key, held.lease)
+        store.release(held)
         return found
 
     async def aread_through(
@@ -383,10 +383,10 @@ class PowertoolsCutover:
                     _kept_without_response(found, e)
                 return found
         except BaseException as e:
-            future, _ = await settle(store.release(held.key, held.lease))
+            future, _ = await settle(store.release(held))
             _release_after(future.result, held, e)
             raise
-        await settled(store.release(held.key, held.lease))
+        await settled(store.release(held))
         return found
 
 

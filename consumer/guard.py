@@ -21,7 +21,7 @@ from consumer._result import check_serializer, completed_record, refusal
 from consumer._unguarded import idempotency_disabled, warn_unguarded
 from consumer._unrun import PLAIN_RESULTS, never_ran
 from consumer.config import IdempotencyConfig
-from consumer.keys import make_key, payload_hash
+from consumer.keys import make_key, missing_key_message, payload_hash
 from persistence import (
     IdempotencyError,
     IdempotencyRecord,
@@ -136,6 +136,11 @@ class IdempotencyGuard:
         self._unstored: BaseException | None = None  # why the result is committed without its response
         # (item identifier, event source) when a batch processor runs this record: it logs the record's outcome.
         self._batch_record: tuple[str, str] | None = None
+        self._unkeyed = False  # no key was selected, and the config lets it run unguarded
+
+    def _no_key(self) -> str | None:
+        """Why the body ran unguarded, built when it is said (``None``: it did not, or idempotency is disabled)."""
+        return missing_key_message(self.data, self.config) if self._unkeyed else None
 
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -227,9 +232,10 @@ class IdempotencyGuard:
         if self.disabled if self.disabled is not None else idempotency_disabled():
             return None
         self.key = make_key(self.data, self.config, self.key_prefix)
-        if self.key is None:
+        if self.key is None:  # raise_on_no_idempotency_key=False: the user chose to run it unguarded
+            self._unkeyed = True
             if self._batch_record is None:  # a batch processor logs each unguarded record itself
-                warn_unguarded(self.context)
+                warn_unguarded(self.context, self._no_key)
             return None
         self._validation_hash = validation_hash = payload_hash(self.data, self.config)
         now_ms = self._now_ms()
@@ -308,7 +314,7 @@ class IdempotencyGuard:
             return False
         if held is not None:
             try:
-                self._sync_store().release(held.key, held.lease)
+                self._sync_store().release(held)
             except Exception as e:  # noqa: BLE001 - any store's failure: the body's exception still wins
                 self._release_failed(held, failure, e)
         return self._closed(exc, failure)
@@ -340,7 +346,7 @@ class IdempotencyGuard:
             return False
         if held is not None:
             try:
-                await settled(store.release(held.key, held.lease))
+                await settled(store.release(held))
             except Exception as e:  # noqa: BLE001 - any store's failure: the body's exception still wins
                 self._release_failed(held, failure, e)
         return self._closed(exc, failure)

@@ -327,12 +327,20 @@ def _selected_from(data: Any, config: IdempotencyConfig) -> tuple[Any, ParsedRes
     return selectable(data, expression), expression
 
 
-def _no_key(data: Any, config: IdempotencyConfig) -> IdempotencyKeyError:
+def missing_key_message(data: Any, config: IdempotencyConfig) -> str:
+    """Why ``data`` has no key under ``config``: the expression, the record by its id, and the fix when one is known.
+
+    Built only when a selection is missing (the error, the unguarded warning, ``idempotent-consumer key``): where
+    the selection went into a field holding JSON text (an SQS ``body``), it names ``powertools_json(...)``.
+    """
+    from consumer._missing_key import missing_key_message as message  # noqa: PLC0415 - the failure path only
+
     data, expression = _selected_from(data, config)
-    where = "the record" if expression is None else f"{expression.expression!r}"
-    place = kafka_place(data)
-    on = f" on {place}" if place else ""
-    return IdempotencyKeyError(f"no idempotency key: {where} selected nothing{on}")
+    return message(data, expression, config.key_header)
+
+
+def _no_key(data: Any, config: IdempotencyConfig) -> IdempotencyKeyError:
+    return IdempotencyKeyError(missing_key_message(data, config))
 
 
 def payload_hash(data: Any, config: IdempotencyConfig) -> str | None:

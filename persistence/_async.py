@@ -43,7 +43,7 @@ class AsyncPersistenceLayer(Protocol):
         """See :meth:`persistence.PersistenceLayer.complete`."""
         ...
 
-    def release(self, key: str, lease: str) -> Awaitable[None]:
+    def release(self, record: IdempotencyRecord) -> Awaitable[None]:
         """See :meth:`persistence.PersistenceLayer.release`."""
         ...
 
@@ -69,9 +69,9 @@ class InlineStore:
         """See :meth:`persistence.PersistenceLayer.complete`."""
         self.store.complete(record)
 
-    async def release(self, key: str, lease: str) -> None:
+    async def release(self, record: IdempotencyRecord) -> None:
         """See :meth:`persistence.PersistenceLayer.release`."""
-        self.store.release(key, lease)
+        self.store.release(record)
 
 
 class ThreadedStore:
@@ -136,9 +136,9 @@ class ThreadedStore:
         """See :meth:`persistence.PersistenceLayer.complete`."""
         return self._run(self.store.complete, record)
 
-    def release(self, key: str, lease: str) -> asyncio.Future[None]:
+    def release(self, record: IdempotencyRecord) -> asyncio.Future[None]:
         """See :meth:`persistence.PersistenceLayer.release`."""
-        return self._run(self.store.release, key, lease)
+        return self._run(self.store.release, record)
 
 
 _async_types: dict[type, bool] = {}

@@ -57,13 +57,22 @@ class PersistenceLayer(Protocol):
         """
         ...
 
-    def release(self, key: str, lease: str) -> None:
-        """Delete the record the holder of ``lease`` wrote, so the key can run again.
+    def release(self, record: IdempotencyRecord) -> None:
+        """Delete ``record`` if the store still holds it as it was read: same key, status and lease.
+
+        A holder releases its ``IN_PROGRESS`` lock after its body failed; an operator's ``records delete``
+        releases the record it read, whatever its status. The status and the lease together name one version
+        of a key: a lease is new on every acquire, and under one lease a record is written ``IN_PROGRESS``
+        once, then turned ``COMPLETE`` at most once. So a lock committed meanwhile (``COMPLETE``, same lease),
+        a record taken over or acquired again after it expired (another lease) are left alone.
 
         A record that is already gone counts as released (a retried request, or an operator's delete).
 
+        Args:
+            record: The record as read (a holder's: the ``IN_PROGRESS`` record it acquired).
+
         Raises:
-            LockLostError: The record is held under another lease (it was taken over).
+            LockLostError: The stored record has another status or another lease; ``existing_record`` is it.
             PersistenceLayerError: The store failed.
         """
         ...
@@ -95,12 +104,13 @@ def require_stored_status(status: RecordStatus | None) -> None:
         raise ValueError(msg)
 
 
-def lock_lost(operation: str, key: str, existing: IdempotencyRecord | None) -> LockLostError:
-    """Build the :class:`LockLostError` a fenced-out ``complete`` or ``release`` raises."""
-    now = "gone" if existing is None else f"{existing.status.value} under another lease"
+def lock_lost(operation: str, record: IdempotencyRecord, existing: IdempotencyRecord | None) -> LockLostError:
+    """Build the :class:`LockLostError` a fenced-out ``complete`` or ``release`` of ``record`` raises."""
+    lease = "the same lease" if existing is not None and existing.lease == record.lease else "another lease"
+    now = "gone" if existing is None else f"{existing.status.value} under {lease}"
     return LockLostError(
-        f"cannot {operation} {key!r}: the lock is no longer ours (the record is {now})",
-        key=key,
+        f"cannot {operation} {record.key!r}: the lock is no longer ours (the record is {now})",
+        key=record.key,
         existing_record=existing,
     )
 
@@ -109,13 +119,13 @@ def confirm_complete(record: IdempotencyRecord, existing: IdempotencyRecord | No
     """After a refused complete: return if ``existing`` is already our ``COMPLETE`` record, else raise."""
     if existing is not None and existing.lease == record.lease and existing.status is RecordStatus.COMPLETE:
         return
-    raise lock_lost("complete", record.key, existing)
+    raise lock_lost("complete", record, existing)
 
 
-def confirm_release(key: str, existing: IdempotencyRecord | None) -> None:
-    """After a refused release: return if the record is gone (the key is free), else raise."""
+def confirm_release(record: IdempotencyRecord, existing: IdempotencyRecord | None) -> None:
+    """After a refused release of ``record``: return if the record is gone (the key is free), else raise."""
     if existing is not None:
-        raise lock_lost("release", key, existing)
+        raise lock_lost("release", record, existing)
 
 
 def blocking(record: IdempotencyRecord, existing: IdempotencyRecord | None) -> IdempotencyRecord | None:

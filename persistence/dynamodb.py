@@ -274,20 +274,22 @@ class DynamoDBPersistenceLayer:
             # A retry of a request that succeeded finds our own COMPLETE record: that is success.
             confirm_complete(record, self._existing(blocking))
 
-    def release(self, key: str, lease: str) -> None:
+    def release(self, record: IdempotencyRecord) -> None:
         """See :meth:`persistence.PersistenceLayer.release`. One DeleteItem."""
-        # DeleteItem  IF lease = :mine   ELSE ConditionalCheckFailed + ALL_OLD ─> another lease: LockLostError
-        #                                (gone already: a retry, or an operator's delete: released)
+        # DeleteItem  IF status = :as_read AND lease = :as_read
+        #   ELSE ConditionalCheckFailed + ALL_OLD ─> empty: gone already (a retry, an operator's delete): released
+        #                                         ─> otherwise LockLostError(existing_record): committed
+        #                                            meanwhile (same lease, COMPLETE), taken over (another lease)
         blocking = self._write(
             "delete_item",
-            key,
-            Key=self._key(key),
-            ConditionExpression="#l = :lease",
-            ExpressionAttributeNames={"#l": self.names.lease},
-            ExpressionAttributeValues={":lease": {"S": lease}},
+            record.key,
+            Key=self._key(record.key),
+            ConditionExpression="#s = :status AND #l = :lease",
+            ExpressionAttributeNames={"#s": self.names.status, "#l": self.names.lease},
+            ExpressionAttributeValues={":status": {"S": record.status.value}, ":lease": {"S": record.lease}},
         )
         if blocking is not None:
-            confirm_release(key, self._existing(blocking))
+            confirm_release(record, self._existing(blocking))
 
     def get(self, key: str) -> IdempotencyRecord | None:
         """See :meth:`persistence.PersistenceLayer.get`. One consistent GetItem."""

@@ -59,15 +59,16 @@ class InMemoryPersistenceLayer:
                 record = dataclasses.replace(record, in_progress_expires_at=None)
             self._records[record.key] = record
 
-    def release(self, key: str, lease: str) -> None:
+    def release(self, record: IdempotencyRecord) -> None:
         """See :meth:`persistence.PersistenceLayer.release`."""
-        # delete  IF lease = mine  ELSE gone already (released) or LockLostError
+        # delete  IF status = as read AND lease = as read
+        #   ELSE gone already (released) or LockLostError(what is there: committed meanwhile, taken over, ...)
         with self._lock:
-            existing = self._records.get(key)
-            if existing is None or existing.lease != lease:
-                confirm_release(key, existing)
+            existing = self._records.get(record.key)
+            if existing is None or existing.status is not record.status or existing.lease != record.lease:
+                confirm_release(record, existing)
                 return
-            del self._records[key]
+            del self._records[record.key]
 
     def get(self, key: str) -> IdempotencyRecord | None:
         """See :meth:`persistence.PersistenceLayer.get`."""

@@ -84,12 +84,13 @@ return redis.call('HMGET', KEYS[1], 'status', 'expires_at', 'in_progress_expires
                   'payload_hash')
 """
 
-# release: delete the record IF lease = mine; ELSE return what is there (nothing counts as released).
-#   KEYS[1] the record   ARGV[1] lease
+# release: delete the record IF status = as read AND lease = as read; ELSE return what is there (nothing counts
+# as released; a record committed meanwhile or taken over is left alone).
+#   KEYS[1] the record   ARGV[1] lease   ARGV[2] status
 _RELEASE = """
 local cur = redis.call('HMGET', KEYS[1], 'status', 'expires_at', 'in_progress_expires_at', 'lease', 'response',
                        'payload_hash')
-if cur[4] == ARGV[1] then
+if cur[4] == ARGV[1] and cur[1] == ARGV[2] then
   redis.call('DEL', KEYS[1])
   return false
 end
@@ -217,11 +218,11 @@ class RedisPersistenceLayer:
         if found is not None:
             confirm_complete(record, _decode(record.key, found))
 
-    def release(self, key: str, lease: str) -> None:
+    def release(self, record: IdempotencyRecord) -> None:
         """See :meth:`persistence.PersistenceLayer.release`."""
-        found = self._run(key, _RELEASE, [lease])
+        found = self._run(record.key, _RELEASE, [record.lease, record.status.value])
         if found is not None:
-            confirm_release(key, _decode(key, found))
+            confirm_release(record, _decode(record.key, found))
 
     def get(self, key: str) -> IdempotencyRecord | None:
         """See :meth:`persistence.PersistenceLayer.get`."""

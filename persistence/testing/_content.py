@@ -128,7 +128,7 @@ class EncodingContract:
 
         def kept() -> None:
             assert store.get(key) == held
-            store.release(key, held.lease)
+            store.release(held)
             assert store.get(key) is None
 
         if not _stored_or_refused(key, lambda: store.acquire(held, NOW_MS), kept):

@@ -27,7 +27,7 @@ HOLDERS = st.sampled_from(["a", "b", "c"])
 
 
 class LockMachine(RuleBasedStateMachine):
-    """Three holders acquire, complete and release one key while the clock jumps."""
+    """Three holders acquire, complete and release one key, an operator deletes what it read; the clock jumps."""
 
     store: PersistenceLayer  # set on a subclass per store
 
@@ -38,6 +38,7 @@ class LockMachine(RuleBasedStateMachine):
         self.model: IdempotencyRecord | None = None
         self.held: dict[str, IdempotencyRecord] = {}  # the last record each holder acquired
         self.believers: set[str] = set()  # holders who acquired and have not finished
+        self.read: IdempotencyRecord | None = None  # the record an operator last read
 
     @rule(holder=HOLDERS, lock_ms=st.sampled_from([500, 1000, 60_000]), expires_s=st.sampled_from([1, 60, 3600]))
     def acquire(self, holder: str, lock_ms: int, expires_s: int) -> None:
@@ -77,17 +78,33 @@ class LockMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.held)
     @rule(holder=HOLDERS)
     def release(self, holder: str) -> None:
-        """A holder releases under the lease it last acquired."""
+        """A holder releases the lock it last acquired (refused once committed or taken over)."""
         held = self.held.get(holder)
         if held is None:
             return
-        if self.model is None or self.model.lease == held.lease:
-            self.store.release(self.key, held.lease)  # gone already counts as released
+        self._release(held)
+        self.believers.discard(holder)
+
+    @rule()
+    def operator_reads(self) -> None:
+        """An operator reads the record (``records delete`` asks before it deletes)."""
+        self.read = self.store.get(self.key)
+
+    @precondition(lambda self: self.read is not None)
+    @rule()
+    def operator_deletes(self) -> None:
+        """The operator deletes the record it read, whatever happened since."""
+        assert self.read is not None
+        self._release(self.read)
+
+    def _release(self, record: IdempotencyRecord) -> None:
+        same = self.model is not None and (self.model.status, self.model.lease) == (record.status, record.lease)
+        if self.model is None or same:
+            self.store.release(record)  # gone already counts as released
             self.model = None
         else:
             with pytest.raises(LockLostError):
-                self.store.release(self.key, held.lease)
-        self.believers.discard(holder)
+                self.store.release(record)
 
     @rule(ms=st.one_of(st.integers(0, 2_000), st.integers(50_000, 70_000), st.just(3_700_000)))
     def tick(self, ms: int) -> None:

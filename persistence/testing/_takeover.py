@@ -109,7 +109,7 @@ def _stale_move(store: PersistenceLayer, operation: Operation, stale: Idempotenc
         if operation == "complete":
             store.complete(record)
         else:
-            store.release(stale.key, stale.lease)
+            store.release(stale)
     except LockLostError as e:
         return Move(stale.key, stale=True, won=False, record=record, seen=e.existing_record)
     return Move(stale.key, stale=True, won=True, record=record)

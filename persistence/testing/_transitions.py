@@ -142,35 +142,74 @@ class CompleteContract:
 
 
 class ReleaseContract:
-    """``release``: only the holder's lease deletes its record; a record already gone counts as released."""
+    """``release``: deletes the record only as it was read, its status and lease; a record gone counts as released.
+
+    The holder releases the ``IN_PROGRESS`` lock it acquired; an operator (``records delete``) releases the record
+    it read. A record changed since (committed by its holder, taken over, acquired again) is left alone.
+    """
 
     def test_holder_releases_and_the_key_is_free(self, store: PersistenceLayer) -> None:
         held = lock("k")
         store.acquire(held, NOW_MS)
-        store.release("k", held.lease)
+        store.release(held)
         assert store.get("k") is None
         assert store.acquire(lock("k"), NOW_MS) is None
 
     def test_stale_holder_release_is_refused_and_deletes_nothing(self, store: PersistenceLayer) -> None:
         stale, new = taken_over(store)
         with pytest.raises(LockLostError) as caught:
-            store.release("k", stale.lease)
+            store.release(stale)
         assert caught.value.existing_record == new
         assert store.get("k") == new
 
     def test_release_of_a_missing_record_counts_as_released(self, store: PersistenceLayer) -> None:
         held = lock("k")
         store.acquire(held, NOW_MS)
-        store.release("k", held.lease)
-        store.release("k", held.lease)  # a retried request whose first attempt succeeded
+        store.release(held)
+        store.release(held)  # a retried request whose first attempt succeeded
         assert store.get("k") is None
 
     def test_release_of_a_completed_record_is_refused_and_deletes_nothing(self, store: PersistenceLayer) -> None:
         held = lock("k")
         store.acquire(held, NOW_MS)
         store.complete(done(held))
-        other = lock("k2")
-        store.acquire(other, NOW_MS)
         with pytest.raises(LockLostError):
-            store.release("k", other.lease)
+            store.release(lock("k"))  # another lease, never stored
         assert stored(store, "k").status is RecordStatus.COMPLETE
+
+    def test_release_of_a_lock_its_holder_committed_since_it_was_read_is_refused(self, store: PersistenceLayer) -> None:
+        # An operator reads the lock (past its deadline: its holder looks crashed, but is only slow) and is asked
+        # to confirm; meanwhile the holder commits. The COMPLETE record carries the lock's lease: only its status
+        # tells it apart, and deleting it would run the record again.
+        held = lock("k", lock_ms=1000)
+        store.acquire(held, NOW_MS)
+        read = stored(store, "k")
+        committed = done(held, '"charged"')
+        store.complete(committed)
+        with pytest.raises(LockLostError) as caught:
+            store.release(read)
+        assert caught.value.key == "k"
+        assert caught.value.existing_record == stored(store, "k")
+        assert (stored(store, "k").status, stored(store, "k").response) == (RecordStatus.COMPLETE, '"charged"')
+
+    def test_release_of_a_complete_record_as_read_deletes_it(self, store: PersistenceLayer) -> None:
+        held = lock("k")
+        store.acquire(held, NOW_MS)
+        store.complete(done(held))
+        store.release(stored(store, "k"))  # an operator lets the record run again
+        assert store.get("k") is None
+
+    def test_release_of_an_expired_complete_record_acquired_again_is_refused(self, store: PersistenceLayer) -> None:
+        held = lock("k", lock_ms=1000, expires_in_s=10)
+        store.acquire(held, NOW_MS)
+        store.complete(done(held))
+        read = stored(store, "k")
+        later = NOW_MS + 11_000
+        again = lock("k", now_ms=later)
+        assert store.acquire(again, later) is None
+        with pytest.raises(LockLostError):
+            store.release(read)  # the new lock: the same key, another lease
+        store.complete(done(again, '"second"'))
+        with pytest.raises(LockLostError):
+            store.release(read)  # COMPLETE again, under another lease
+        assert stored(store, "k").response == '"second"'

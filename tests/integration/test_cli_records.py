@@ -1,4 +1,5 @@
-"""The operator commands, run as a real subprocess against SQLite and DynamoDB Local."""
+"""The operator commands, run as a real subprocess against SQLite, DynamoDB Local and Redis (a delete racing a
+commit runs in this process, against every store)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,15 @@ import os
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
+from consumer import AlreadyProcessed, IdempotencyConfig, IdempotencyGuard, _cli_records
+from consumer.cli import main as cli_main
 from persistence import (
     DynamoDBPersistenceLayer,
     IdempotencyRecord,
@@ -257,25 +261,34 @@ def test_delete_of_an_expired_lock_or_a_complete_record_needs_no_force(seeded):
         assert store.get(key) is None
 
 
-def test_delete_refuses_a_record_that_changed_since_it_was_read(seeded):
-    # While the command waits for its answer, another invocation takes the stuck lock over.
+@pytest.mark.parametrize(
+    ("meanwhile", "why"), [("acquired", "it was acquired again"), ("committed", "its holder committed it")]
+)
+def test_delete_refuses_a_record_that_changed_since_it_was_read(seeded, meanwhile, why):
+    # While the command waits for its answer, another invocation takes the stuck lock over, or its holder (slow,
+    # not crashed) commits it.
     url, store = seeded
+    stuck = store.get("fn#stuck")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     command = [sys.executable, "-m", "consumer.cli", "records", "delete", "fn#stuck", "--store", url]
     with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           text=True, env=env, cwd=ROOT) as process:  # fmt: skip
         assert process.stdout is not None
-        _read_until(process.stdout, "[y/N] ")
+        _read_until(process.stdout, "[y/N] ")  # the command has read the lock
         now_ms = int(time.time() * 1000)
-        takeover = IdempotencyRecord.in_progress("fn#stuck", expires_at=now_ms // 1000 + 3600,
-                                                 lock_deadline_ms=now_ms + 60_000)  # fmt: skip
-        assert store.acquire(takeover, now_ms) is None
+        if meanwhile == "committed":
+            now = stuck.completed('{"charged":30}', now_ms // 1000 + 3600)
+            store.complete(now)
+        else:
+            now = IdempotencyRecord.in_progress("fn#stuck", expires_at=now_ms // 1000 + 3600,
+                                                lock_deadline_ms=now_ms + 60_000)  # fmt: skip
+            assert store.acquire(now, now_ms) is None
         _, stderr = process.communicate("y\n", timeout=60)
     assert process.returncode == 1
     assert stderr.count("\n") == 1, stderr
-    assert "the record changed since it was read" in stderr
-    assert "try again" in stderr
-    assert store.get("fn#stuck") == takeover
+    assert f"nothing deleted: 'fn#stuck' changed since it was read ({why} meanwhile)" in stderr
+    assert f"it was IN_PROGRESS under lease l3, it is now {now.status.value} under lease {now.lease}" in stderr
+    assert store.get("fn#stuck") == now
 
 
 def _read_until(stream, marker: str) -> str:
@@ -401,3 +414,99 @@ def test_records_read_the_store_url_variable_and_the_option_wins_over_it(tmp_pat
     from_variable = cli("records", "list", cwd=tmp_path, env={"IDEMPOTENCY_STORE_URL": missing})
     assert "other.sqlite3' does not exist" in from_variable.stderr
     assert not (tmp_path / "other.sqlite3").exists()
+
+
+# -- the holder commits while the command waits: only the record read is deleted ----------------------------
+
+
+class _ReadThen:
+    """The store as the command sees it: each ``get`` returns what it read, then runs ``then`` (the window between
+    the read and the delete, where ``--yes`` asks no question)."""
+
+    def __init__(self, store, then):
+        self._store, self._then = store, then
+
+    def get(self, key):
+        record = self._store.get(key)
+        self._then()
+        return record
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+
+class _Answer:
+    """The operator's standard input: ``y``, typed once ``then`` has run (the question is on the screen)."""
+
+    def __init__(self, then):
+        self._then = then
+
+    def readline(self):
+        self._then()
+        return "y\n"
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        ("past its deadline", [], "prompt"),  # the holder was slow, not dead
+        ("live", ["--force"], "prompt"),
+        ("past its deadline", ["--yes"], "read"),
+        ("live", ["--force", "--yes"], "read"),
+    ],
+    ids=["lock-past-deadline-asked", "live-lock-force-asked", "lock-past-deadline-yes", "live-lock-force-yes"],
+)
+def test_delete_leaves_a_lock_its_holder_committed_while_the_command_waited(store_factory, monkeypatch, capsys, case):
+    # A real guard holds the lock, its body waiting; the command reads the lock; the body ends and the guard commits
+    # (during the prompt, or between the read and the delete); then the command deletes. The commit must stand, and
+    # the next delivery replay it.
+    lock, flags, window = case
+    store, order, runs = store_factory(), {"order_id": "o-1"}, []
+    config = IdempotencyConfig(event_key_jmespath="order_id", lock_timeout_seconds=60)
+    started = time.time() - (120 if lock == "past its deadline" else 0)  # a lock taken 2 minutes ago lapsed 1 ago
+    entered, body_may_end, keys = threading.Event(), threading.Event(), []
+
+    def holder():
+        with IdempotencyGuard(order, store=store, config=config, clock=lambda: started) as guard:
+            keys.append(guard.key)
+            entered.set()
+            assert body_may_end.wait(timeout=60)
+            runs.append("holder")
+            guard.result = {"charged": 30}
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    assert entered.wait(timeout=60)
+    key = keys[0]
+    lock_read = store.get(key)
+    assert lock_read.status is RecordStatus.IN_PROGRESS
+
+    def commit():
+        body_may_end.set()
+        thread.join(timeout=60)
+        assert store.get(key).status is RecordStatus.COMPLETE  # committed before the command goes on
+
+    seen = store_factory()  # the command's own store (its own client or connection), as in a process of its own
+    monkeypatch.setattr(
+        _cli_records, "open_store", lambda *_, **__: _ReadThen(seen, commit) if window == "read" else seen
+    )
+    monkeypatch.setattr(sys, "stdin", _Answer(commit))
+    code = cli_main(["records", "delete", key, "--store", "unused", *flags])
+    printed = capsys.readouterr()
+
+    assert not thread.is_alive()
+    assert code == 1
+    assert ("[y/N] " in printed.out) == (window == "prompt")
+    assert "deleted" not in printed.out
+    assert printed.err.count("\n") == 1, printed.err
+    assert printed.err == (
+        f"idempotent-consumer: nothing deleted: {key!r} changed since it was read (its holder committed it "
+        f"meanwhile): it was IN_PROGRESS under lease {lock_read.lease}, it is now COMPLETE under lease "
+        f"{lock_read.lease}; run the command again to see it as it is now\n"
+    )
+    committed = store.get(key)
+    assert (committed.status, committed.lease) == (RecordStatus.COMPLETE, lock_read.lease)
+    with pytest.raises(AlreadyProcessed) as replayed, IdempotencyGuard(order, store=store, config=config):
+        runs.append("redelivery")  # the next delivery: replayed, not run
+    assert replayed.value.response == {"charged": 30}
+    assert runs == ["holder"]

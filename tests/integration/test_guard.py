@@ -256,15 +256,19 @@ class TestValidationAndKeys:
         with pytest.raises(IdempotencyValidationError):
             run(face, {**SQS_RECORD, "body": "{}"}, store, clock, 2, config=config)
 
-    def test_missing_key_raises_when_configured(self, face, store, clock):
-        config = IdempotencyConfig(event_key_jmespath="powertools_json(body).missing", raise_on_no_idempotency_key=True)
+    def test_a_missing_key_raises_by_default_and_the_body_does_not_run(self, face, store, clock):
+        config = IdempotencyConfig(event_key_jmespath="powertools_json(body).missing")
         calls = []
-        with pytest.raises(IdempotencyKeyError, match="missing"):
+        with pytest.raises(
+            IdempotencyKeyError, match=r"'powertools_json\(body\).missing' selected nothing on SQS message m-1$"
+        ):
             run(face, SQS_RECORD, store, clock, config=config, calls=calls)
         assert calls == []
+        assert list(store.scan()) == []
 
     def test_missing_key_runs_unguarded_and_warns_once_per_invocation(self, face, store, clock, caplog):
-        config = IdempotencyConfig(event_key_jmespath="powertools_json(body).missing")
+        missing = "powertools_json(body).missing"
+        config = IdempotencyConfig(event_key_jmespath=missing, raise_on_no_idempotency_key=False)
         context, calls = FakeContext(), []
         with caplog.at_level(logging.WARNING, logger="idempotent_consumer"):
             for _ in range(3):

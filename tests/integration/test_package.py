@@ -258,8 +258,13 @@ def handler(event, context):
 
 
 def sqs_event(*orders: str) -> dict[str, object]:
+    # Each message carries a producer's key: the `key --header Idempotency-Key` example reads it (without, exit 1).
+    def attributes(order: str) -> dict[str, object]:
+        return {"Idempotency-Key": {"dataType": "String", "stringValue": f"k-{order}"}}
+
     return {"Records": [{"messageId": f"m-{order}", "body": json.dumps({"order_id": order}), "attributes": {},
-                         "eventSource": "aws:sqs"} for order in orders]}  # fmt: skip
+                         "messageAttributes": attributes(order), "eventSource": "aws:sqs"}
+                        for order in orders]}  # fmt: skip
 
 
 def help_examples() -> dict[str, list[str]]:

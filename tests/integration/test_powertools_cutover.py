@@ -45,7 +45,7 @@ from consumer import (
 )
 from consumer.event_sources import item_identifier
 from consumer.keys import make_key
-from persistence import DynamoDBPersistenceLayer, InMemoryPersistenceLayer, RecordStatus
+from persistence import DynamoDBPersistenceLayer, IdempotencyRecord, InMemoryPersistenceLayer, RecordStatus
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH_PYTHON = ROOT / "bench" / ".venv" / "bin" / "python"
@@ -655,8 +655,8 @@ def test_the_window_is_a_comparison_with_the_guards_clock():
 
 
 class _ReleaseFails(InMemoryPersistenceLayer):
-    def release(self, key: str, lease: str) -> None:
-        raise RuntimeError(f"the store is down: {key} {lease} stay")
+    def release(self, record: IdempotencyRecord) -> None:
+        raise RuntimeError(f"the store is down: {record.key} {record.lease} stay")
 
 
 def test_a_failed_release_after_a_failed_read_keeps_the_reads_error():

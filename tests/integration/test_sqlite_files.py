@@ -129,7 +129,7 @@ def test_a_read_only_store_reads_and_refuses_every_write(tmp_path):
     assert reader.get("fn#1") == held  # beside a live writer, through its WAL
     assert [r.key for r in reader.scan(RecordStatus.IN_PROGRESS)] == ["fn#1"]
     with pytest.raises(PersistenceLayerError, match="readonly"):
-        reader.release("fn#1", held.lease)
+        reader.release(held)
     with pytest.raises(PersistenceLayerError, match="unable to open"):
         SQLitePersistenceLayer(tmp_path / "absent.sqlite3", read_only=True).get("fn#1")
     assert not (tmp_path / "absent.sqlite3").exists()

@@ -565,8 +565,8 @@ class LatentStore:
     def complete(self, record):
         return self._call("complete", record.key, self.inner.complete, record)
 
-    def release(self, key, lease):
-        return self._call("release", key, self.inner.release, key, lease)
+    def release(self, record):
+        return self._call("release", record.key, self.inner.release, record)
 
     def get(self, key):
         return self.inner.get(key)

@@ -51,15 +51,16 @@ def test_malformed_sqs_batch_loses_nothing(store, caplog, report):
         return order.get("order_id")
 
     processor, failed = process(store, sqs_event(*records), handler, config=config)
-    assert failed == {"not-json"}
+    assert failed == {"not-json", "no-key"}
     error = processor.items[1].error
     assert "event_key_jmespath" in str(error)
+    assert "'powertools_json(body).order_id' selected nothing on SQS message no-key" in str(processor.items[4].error)
     assert "record not-json failed" in caplog.text
     assert "cannot be stored" in caplog.text
     assert "too large to store" in caplog.text
     keys = {r["messageId"]: make_key(r, config) for r in records if r["messageId"] not in ("not-json", "no-key")}
     lost = assert_nothing_lost(store, keys, failed)
-    assert processor.summary.unguarded == 1  # no key selected: ran, with a warning
+    assert processor.summary.unguarded == 0  # no key selected: failed, not run
     report(records=len(records), deliveries=len(records), duplicates=0, faults="7 kinds of bad input",
            double_effects=0, lost=lost)  # fmt: skip
 

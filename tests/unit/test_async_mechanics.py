@@ -50,9 +50,9 @@ class GatedStore:
         self._maybe_wait("complete")
         self.inner.complete(record)
 
-    def release(self, key, lease):
+    def release(self, record):
         self._maybe_wait("release")
-        self.inner.release(key, lease)
+        self.inner.release(record)
 
     def get(self, key):
         return self.inner.get(key)
@@ -75,10 +75,10 @@ class NativeAsyncStore:
         await asyncio.sleep(0)
         self.inner.complete(record)
 
-    async def release(self, key, lease):
+    async def release(self, record):
         self.calls.append("release")
         await asyncio.sleep(0)
-        self.inner.release(key, lease)
+        self.inner.release(record)
 
 
 # -- how a store is reached ------------------------------------------------------------------------------

@@ -78,7 +78,8 @@ def hashes_to(selected: str, key_line: str) -> bool:
         ([], None, 'record 0: selected "m-1"'),
         (["--jmespath", BODY_ID], IdempotencyConfig(event_key_jmespath=BODY_ID), 'record 0: selected "o-1"'),
         (["--jmespath", ""], IdempotencyConfig(event_key_jmespath=""), "record 0: selected {"),  # the whole record
-        (["--header", "Idempotency-Key"], IdempotencyConfig(key_header="Idempotency-Key"),
+        (["--header", "Idempotency-Key", "--no-raise-on-no-idempotency-key"],
+         IdempotencyConfig(key_header="Idempotency-Key", raise_on_no_idempotency_key=False),
          "record 0: no header 'Idempotency-Key': its own id selected \"m-1\""),
     ],
     ids=["default", "expression", "whole-record", "header-absent"],
@@ -110,7 +111,7 @@ def test_an_event_of_the_wrong_shape_is_one_line_naming_what_is_wrong(tmp_path, 
 
 def test_a_record_that_is_not_an_object_is_one_line_and_the_others_are_keyed(tmp_path, capsys):
     code, lines = key_lines(tmp_path, capsys, {"Records": [1, {"messageId": "m-1"}]})
-    assert code == 0
+    assert code == 1  # that record gets no key
     assert lines[:2] == [
         "record 0: not a record: a JSON number, where an object is expected",
         'record 1: selected "m-1"',
@@ -142,3 +143,37 @@ def test_bytes_inside_a_selection_never_show_as_a_text_does(tmp_path, capsys):
     assert lines[0] == 'record 0: selected [{"__ic__":"bytes","v":"ff01"}]'
     assert lines[2] == 'record 1: selected ["<bytes ff01>"]'
     assert lines[1] != lines[3]
+
+
+def test_a_missing_selection_exits_1_naming_the_record_and_the_fix_as_the_processor_fails_it(tmp_path, capsys):
+    # body is JSON text: body.order_id selects nothing. The command used to print "no key" and exit 0.
+    event = sqs_event(sqs_record("m-1", {"order_id": "o-1"}), sqs_record("m-2", {"order_id": "o-2"}))
+    code, lines = key_lines(tmp_path, capsys, event, "--jmespath", "body.order_id")
+    processor = BatchProcessor(
+        EventType.SQS,
+        store=InMemoryPersistenceLayer(),
+        config=IdempotencyConfig(event_key_jmespath="body.order_id"),
+        raise_on_entire_batch_failure=False,
+    )
+    ran = []
+    processor.process(event, ran.append)
+    assert code == 1
+    assert ran == []
+    assert lines == [f"record {index}: {item.error}" for index, item in enumerate(processor.items)]
+    assert lines[0] == (
+        "record 0: no idempotency key: 'body.order_id' selected nothing on SQS message m-1; body holds JSON text; "
+        "select inside it with powertools_json(body).order_id"
+    )
+
+
+def test_without_raising_a_missing_selection_says_it_would_run_unguarded_with_the_same_words(tmp_path, capsys):
+    event = sqs_event(sqs_record("m-1", {"order_id": "o-1"}))
+    code, lines = key_lines(tmp_path, capsys, event, "--jmespath", "body.order_id", "--no-raise-on-no-idempotency-key")
+    assert code == 0  # what the consumer does, as configured: the record runs (unguarded)
+    assert lines == [
+        "record 0: selected null",
+        (
+            "  would run unguarded: no idempotency key: 'body.order_id' selected nothing on SQS message m-1; body "
+            "holds JSON text; select inside it with powertools_json(body).order_id"
+        ),
+    ]

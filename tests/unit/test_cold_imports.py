@@ -11,6 +11,7 @@ DEFERRED = (
     "persistence.urls",
     "consumer.cli",
     "consumer._cli_key",
+    "consumer._missing_key",
     "consumer._kafka",
     "consumer._headers",
     "consumer._record_views",

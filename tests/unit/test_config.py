@@ -36,7 +36,7 @@ def test_defaults_match_the_design():
     config = IdempotencyConfig()
     assert (config.expires_after_seconds, config.lock_timeout_seconds, config.lock_grace_ms) == (3600, 60, 1000)
     assert (config.hash_function, config.use_local_cache, config.local_cache_max_items) == ("sha256", False, 256)
-    assert config.raise_on_no_idempotency_key is False
+    assert config.raise_on_no_idempotency_key is True  # a missing selection fails: never a fourth ending
     assert config.local_caches is None
 
 

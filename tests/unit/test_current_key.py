@@ -104,7 +104,7 @@ def test_the_key_is_cleared_when_the_body_raises_and_when_a_nested_replay_escape
 
 def test_an_unguarded_body_has_no_key_even_inside_a_guarded_one(monkeypatch):
     store, seen = InMemoryPersistenceLayer(), []
-    missing = IdempotencyConfig(event_key_jmespath="missing")
+    missing = IdempotencyConfig(event_key_jmespath="missing", raise_on_no_idempotency_key=False)
     with IdempotencyGuard({"messageId": "m-1"}, store=store):
         with IdempotencyGuard({"other": 1}, store=store, config=missing):
             seen.append(current_idempotency_key())  # this body runs unguarded: not the outer record's key

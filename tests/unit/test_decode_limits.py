@@ -131,8 +131,8 @@ def test_past_the_inflate_limit_the_key_error_names_the_function_the_limit_and_t
     [
         ('{"a": "' + "x" * 25 + '"}', 34, False),  # 34 characters: the limit (one '{' and one ':', 2 per 32 bytes)
         ('{"a": "' + "x" * 25 + '"}', 33, True),
-        ("[" + ",".join(["{}"] * 4) + "]", 16 * 8, False),  # 4 '{', 1 '[', 3 ',': 8 of them, one per 16 bytes
-        ("[" + ",".join(["{}"] * 5) + "]", 16 * 9, True),  # 10 of them
+        ("[" + ",".join(["[0]"] * 4) + "]", 16 * 8, False),  # 5 '[', 3 ',': 8 of them, one per 16 bytes
+        ("[" + ",".join(["[0]"] * 5) + "]", 16 * 9, True),  # 10 of them
         ("{" + ",".join(f'"{k}":0' for k in "abcd") + "}", 16 * 8, False),  # 1 '{', 4 ':', 3 ','
         ("{" + ",".join(f'"{k}":0' for k in "abcd") + "}", 16 * 8 - 1, True),
     ],
@@ -240,3 +240,19 @@ def test_the_powertools_cutover_fails_the_record_unrun_on_a_bomb_in_its_own_key(
 def test_max_decoded_bytes_must_be_positive():
     with pytest.raises(IdempotencyConfigError, match="max_decoded_bytes must be positive, got 0"):
         IdempotencyConfig(max_decoded_bytes=0)
+
+
+def test_the_missing_key_hint_decodes_a_producers_field_within_the_bound():
+    # body.order_id selects nothing on a body of base64 gzip: the hint decodes the body to name the fix, and a bomb
+    # there must stop at the bound as the key functions do (it inflated without one, on the failure path).
+    def gzipped(text: str) -> str:
+        return base64.b64encode(gzip.compress(text.encode())).decode()
+
+    config = IdempotencyConfig(event_key_jmespath="body.order_id")
+    small = sqs_record("m-1", gzipped('{"order_id": 1}'), raw_body=True)
+    with pytest.raises(IdempotencyKeyError, match=r"powertools_json\(powertools_base64_gzip\(body\)\)\.order_id"):
+        make_key(small, config)
+    bomb = sqs_record("m-2", gzipped('{"order_id": 1, "pad": "' + "x" * (7 * MiB) + '"}'), raw_body=True)
+    with pytest.raises(IdempotencyKeyError) as refused:
+        make_key(bomb, config)
+    assert str(refused.value) == "no idempotency key: 'body.order_id' selected nothing on SQS message m-2"

@@ -33,12 +33,12 @@ def test_failed_body_is_two_requests_and_stale_release_one(counted):
     store, sent = counted
     held = lock("k")
     store.acquire(held, NOW_MS)
-    store.release("k", held.lease)
+    store.release(held)
     assert sent == ["PutItem", "DeleteItem"]
     stale, _ = taken_over(store)
     sent.clear()
     with pytest.raises(LockLostError):
-        store.release("k", stale.lease)
+        store.release(stale)
     assert sent == ["DeleteItem"]
 
 

@@ -48,10 +48,10 @@ def store():
 
 @pytest.mark.parametrize("selection", [[None, None], {"a": None, "b": None}, [None, [None]], [None, ""], [[], {}]])
 def test_a_selection_of_only_nones_is_a_missing_key(selection):
-    config = IdempotencyConfig(event_key_jmespath="k")
-    assert make_key({"k": selection}, config) is None
     with pytest.raises(IdempotencyKeyError, match="no idempotency key"):
-        make_key({"k": selection}, IdempotencyConfig(event_key_jmespath="k", raise_on_no_idempotency_key=True))
+        make_key({"k": selection}, IdempotencyConfig(event_key_jmespath="k"))
+    unguarded = IdempotencyConfig(event_key_jmespath="k", raise_on_no_idempotency_key=False)
+    assert make_key({"k": selection}, unguarded) is None
 
 
 @pytest.mark.parametrize("selection", [[None, "p-1"], {"a": None, "b": 0}, [False, None]])
@@ -60,7 +60,7 @@ def test_a_selection_with_one_value_is_a_key(selection):
 
 
 def test_two_different_events_without_their_key_fields_both_run(store):
-    config = IdempotencyConfig(event_key_jmespath="[user_id, product_id]")
+    config = IdempotencyConfig(event_key_jmespath="[user_id, product_id]", raise_on_no_idempotency_key=False)
     runs = []
 
     @idempotent(store=store, config=config)
@@ -455,7 +455,7 @@ def test_a_record_without_a_key_runs_unguarded_under_a_context_with_no_request_i
     # A test's stand-in context (accepted by the guard) may lack aws_request_id: the unguarded warning read it.
     monkeypatch.setattr(_unguarded, "_warned_invocation", [])  # once per invocation: an earlier test's may match
     context = types.SimpleNamespace(get_remaining_time_in_millis=lambda: 60_000)
-    config = IdempotencyConfig(event_key_jmespath="order_id")
+    config = IdempotencyConfig(event_key_jmespath="order_id", raise_on_no_idempotency_key=False)
     with IdempotencyGuard({"amount": 1}, store=InMemoryPersistenceLayer(), config=config, context=context) as guard:
         guard.result = "ran"
     assert guard.key is None

@@ -256,7 +256,7 @@ def test_a_header_without_a_value_reads_as_absent_and_fails_nothing():
     bare = kafka_record("orders", 2, 1, {})
     bare["headers"] = [{"Idempotency-Key": None}]
     seen = []
-    processor = BatchProcessor(EventType.KAFKA, store=InMemoryPersistenceLayer(), config=HEADER)
+    processor = BatchProcessor(EventType.KAFKA, store=InMemoryPersistenceLayer(), config=HEADER_OR_OWN_ID)
     assert processor.process(kafka_event(odd, keyless, bare), seen.append) == {"batchItemFailures": []}
     assert "traceparent" not in seen[0].headers
     assert seen[1].headers["Idempotency-Key"] == b"k-5"
@@ -264,12 +264,16 @@ def test_a_header_without_a_value_reads_as_absent_and_fails_nothing():
         kafka_record("t", 0, 1, {}, headers=[("Idempotency-Key", b"k-5")]), HEADER
     )
     by_id = IdempotencyConfig(key_prefix="p")
-    assert make_key(bare, HEADER) == make_key(bare, by_id)
+    assert make_key(bare, HEADER_OR_OWN_ID) == make_key(bare, by_id)
+    with pytest.raises(IdempotencyKeyError, match="Kafka record orders-2@1 has no producer key 'Idempotency-Key'"):
+        make_key(bare, HEADER)  # by default, a header without a value is a missing key, as a missing header is
 
 
 # Producer-set keys: one header name, every source.
 
 HEADER = IdempotencyConfig(key_header="Idempotency-Key", key_prefix="p")
+#: Without the header, a record is keyed by its own id (by default it fails, as any missing selection does).
+HEADER_OR_OWN_ID = IdempotencyConfig(key_header="Idempotency-Key", key_prefix="p", raise_on_no_idempotency_key=False)
 
 
 def test_key_header_reads_a_kafka_header_case_insensitively_last_value_wins():
@@ -311,7 +315,7 @@ def test_an_sqs_binary_attribute_that_is_not_base64_fails_its_record_naming_it()
         EventType.SQS, store=InMemoryPersistenceLayer(), config=HEADER, raise_on_entire_batch_failure=False
     )
     bad = sqs_with_attribute("m-1", binaryValue="not base64!", dataType="Binary")
-    response = processor.process(sqs_event(bad, sqs_record("m-2", {})), lambda record: None)
+    response = processor.process(sqs_event(bad, sqs_with_attribute("m-2", stringValue="k-2")), lambda record: None)
     assert response == {"batchItemFailures": [{"itemIdentifier": "m-1"}]}
     assert "binaryValue is not base64" in str(processor.items[0].error)
     assert "not base64!" not in str(processor.items[0].error)
@@ -335,20 +339,20 @@ def test_producer_duplicates_across_offsets_run_once(face):
     ],
     ids=["sqs without the attribute", "kafka without headers", "kafka with an empty header"],
 )
-def test_a_record_without_the_producers_key_is_keyed_by_its_own_id(face, event_type, event):
+def test_a_record_without_the_producers_key_is_keyed_by_its_own_id_when_a_key_is_not_required(face, event_type, event):
     # Never unguarded: a redelivery of a record whose producer set no key replays, as without key_header.
     ran = []
-    processor = face.processor(event_type, store=InMemoryPersistenceLayer(), config=HEADER)
+    processor = face.processor(event_type, store=InMemoryPersistenceLayer(), config=HEADER_OR_OWN_ID)
     for _ in range(2):
         assert face.process(event, ran.append, processor) == {"batchItemFailures": []}
     assert len(ran) == 1
     assert (processor.summary.replayed, processor.summary.unguarded) == (1, 0)
 
 
-def test_a_record_without_the_header_fails_when_a_key_is_required():
+def test_a_record_without_the_header_fails_by_default():
     ran = []
-    strict = IdempotencyConfig(key_header="Idempotency-Key", raise_on_no_idempotency_key=True)
-    with pytest.raises(IdempotencyKeyError, match="header"):
+    strict = IdempotencyConfig(key_header="Idempotency-Key")
+    with pytest.raises(IdempotencyKeyError, match="Kafka record t-0@1 has no producer key 'Idempotency-Key'"):
         make_key(kafka_record("t", 0, 1, {}), strict)
     processor = BatchProcessor(
         EventType.KAFKA, store=InMemoryPersistenceLayer(), config=strict, raise_on_entire_batch_failure=False
@@ -380,7 +384,7 @@ def test_a_binary_key_header_keys_its_record_by_its_bytes_and_a_redelivery_repla
     runs, seen = [], []
     first = kafka_record("t", 0, 1, {"n": 1}, headers=[("trace", b"\xff"), ("Idempotency-Key", binary)])
     retried = kafka_record("t", 1, 9, {"n": 1}, headers=[("IDEMPOTENCY-KEY", binary)])  # the producer's retry
-    event = kafka_event(first, kafka_record("t", 0, 2, {"n": 2}), retried)
+    event = kafka_event(first, kafka_record("t", 0, 2, {"n": 2}, headers=[("Idempotency-Key", b"k-2")]), retried)
 
     def handler(record):
         runs.append(record.topic_partition)
@@ -425,9 +429,8 @@ def test_a_record_that_cannot_be_keyed_fails_alone_naming_its_place_and_why():
     failed = processor.items[0]
     assert (failed.outcome, type(failed.error)) == (Outcome.FAILED, IdempotencyKeyError)
     assert "failed on Kafka record t-0@1: the decoded bytes are not UTF-8 text (at byte 0)" in str(failed.error)
-    strict = IdempotencyConfig(key_header="Idempotency-Key", raise_on_no_idempotency_key=True)
-    with pytest.raises(IdempotencyKeyError, match=r"selected nothing on Kafka record t-0@7$"):
-        make_key(kafka_record("t", 0, 7, {}), strict)
+    with pytest.raises(IdempotencyKeyError, match=r"Kafka record t-0@7 has no producer key 'Idempotency-Key'"):
+        make_key(kafka_record("t", 0, 7, {}), IdempotencyConfig(key_header="Idempotency-Key"))
 
 
 def test_guard_on_a_raw_kafka_record_uses_the_header():

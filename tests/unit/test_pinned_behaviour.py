@@ -125,9 +125,9 @@ class SlottedStore:
         self.requests += 1
         self.inner.complete(record)
 
-    def release(self, key, lease):
+    def release(self, record):
         self.requests += 1
-        self.inner.release(key, lease)
+        self.inner.release(record)
 
 
 def test_stores_that_cannot_be_weakly_referenced_each_get_a_working_cache_of_their_own():
@@ -200,13 +200,17 @@ def test_the_unrecognised_disabled_warning_quotes_the_value(monkeypatch, caplog)
     assert messages(caplog)[0].startswith("IDEMPOTENCY_DISABLED='pinned-maybe' is not a true or false value")
 
 
-def test_the_unguarded_warning_names_the_invocation(store, caplog):
-    config = IdempotencyConfig(event_key_jmespath="missing")
+def test_the_unguarded_warning_names_the_invocation_and_says_why(store, caplog):
+    config = IdempotencyConfig(event_key_jmespath="body.order_id", raise_on_no_idempotency_key=False)
     context = FakeContext(aws_request_id="req-pinned-1")
     with caplog.at_level(logging.WARNING, LOGGER):
-        assert deliver({"messageId": "m"}, store, config=config, context=context) == "ran"
+        assert deliver({"messageId": "m", "body": '{"order_id": 1}'}, store, config=config, context=context) == "ran"
     assert messages(caplog) == [
-        "no idempotency key selected: running the record(s) unguarded (invocation req-pinned-1)"
+        (
+            "no idempotency key selected: running the record(s) unguarded, as raise_on_no_idempotency_key=False asks "
+            "(invocation req-pinned-1): no idempotency key: 'body.order_id' selected nothing on SQS message m; body "
+            "holds JSON text; select inside it with powertools_json(body).order_id"
+        )
     ]
 
 
@@ -244,8 +248,8 @@ def test_a_lock_held_by_another_invocation_says_so_with_its_deadline(store):
 
 
 class ReleaseFails(InMemoryPersistenceLayer):
-    def release(self, key, lease):
-        raise PersistenceLayerError(f"throttled releasing {lease}", key=key)
+    def release(self, record):
+        raise PersistenceLayerError(f"throttled releasing {record.lease}", key=record.key)
 
 
 def test_a_lock_left_by_an_exited_guard_is_another_invocations_not_this_process(store):
@@ -351,7 +355,7 @@ def test_a_scalar_is_keyed_by_its_json_text(value, text):
 
 def test_a_missing_whole_record_key_says_the_record_selected_nothing():
     with pytest.raises(IdempotencyKeyError) as caught:
-        make_key({}, IdempotencyConfig(raise_on_no_idempotency_key=True))
+        make_key({}, IdempotencyConfig())
     assert str(caught.value) == "no idempotency key: the record selected nothing"
 
 
@@ -547,7 +551,8 @@ def test_each_item_keeps_its_handlers_result(store):
 
 
 def test_a_record_without_a_key_counts_as_unguarded_not_processed(store):
-    processor = BatchProcessor(EventType.SQS, store=store, config=IdempotencyConfig(event_key_jmespath="missing"))
+    config = IdempotencyConfig(event_key_jmespath="missing", raise_on_no_idempotency_key=False)
+    processor = BatchProcessor(EventType.SQS, store=store, config=config)
     process_partial_response(sqs_event(sqs_record("m-1", 1)), lambda r: None, processor)
     assert (processor.summary.unguarded, processor.summary.processed) == (1, 0)
 
@@ -671,7 +676,7 @@ def test_a_lock_lost_error_names_the_operation_the_key_and_what_holds_it_now(sto
         "cannot complete 'k': the lock is no longer ours (the record is IN_PROGRESS under another lease)",
     )
     with pytest.raises(LockLostError) as caught:
-        store.release("k", stale.lease)
+        store.release(stale)
     assert (caught.value.key, str(caught.value)) == (
         "k",
         "cannot release 'k': the lock is no longer ours (the record is IN_PROGRESS under another lease)",
@@ -680,6 +685,15 @@ def test_a_lock_lost_error_names_the_operation_the_key_and_what_holds_it_now(sto
     with pytest.raises(LockLostError) as caught:
         store.complete(stale.completed("1", NOW_S + 3600))
     assert str(caught.value) == "cannot complete 'k': the lock is no longer ours (the record is gone)"
+    committed = IdempotencyRecord.in_progress("c", expires_at=NOW_S + 3600, lock_deadline_ms=NOW_MS + 1_000)
+    store.acquire(committed, NOW_MS)
+    store.complete(committed.completed("1", NOW_S + 3600))
+    with pytest.raises(LockLostError) as caught:
+        store.release(committed)  # the lock as read, committed since
+    assert (
+        str(caught.value)
+        == "cannot release 'c': the lock is no longer ours (the record is COMPLETE under the same lease)"
+    )
 
 
 def test_misuse_of_the_store_contract_names_the_operation(store):

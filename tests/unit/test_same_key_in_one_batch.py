@@ -47,8 +47,8 @@ class MeetingStore:
     def complete(self, record):
         self.inner.complete(record)
 
-    def release(self, key, lease):
-        self.inner.release(key, lease)
+    def release(self, record):
+        self.inner.release(record)
 
     def get(self, key):
         return self.inner.get(key)
@@ -228,8 +228,8 @@ def test_async_records_wait_for_a_holder_of_their_own_batch(store):
 class FailingReleaseStore(MeetingStore):
     """Its releases fail: a holder whose body failed leaves its lock behind until the lock's deadline."""
 
-    def release(self, key, lease):
-        raise ConnectionError(f"the store is unreachable: {key} stays held under {lease}")
+    def release(self, record):
+        raise ConnectionError(f"the store is unreachable: {record.key} stays held under {record.lease}")
 
 
 def test_a_lock_that_outlives_its_holder_is_tried_once_more_then_in_progress():

@@ -44,8 +44,20 @@ USER_TESTS = textwrap.dedent(
     class ReleaseIgnoresLease(InMemoryPersistenceLayer):
         '''Deletes whatever it is asked to: a stale holder frees a key someone else holds.'''
 
-        def release(self, key, lease):
-            self._records.pop(key, None)
+        def release(self, record):
+            self._records.pop(record.key, None)
+
+
+    class ReleaseIgnoresStatus(InMemoryPersistenceLayer):
+        '''Deletes whatever carries the lease: a lock read, then committed by its holder, is deleted COMPLETE.'''
+
+        def release(self, record):
+            with self._lock:
+                existing = self._records.get(record.key)
+                if existing is not None and existing.lease == record.lease:
+                    del self._records[record.key]
+                elif existing is not None:
+                    raise LockLostError("another lease", key=record.key, existing_record=existing)
 
 
     class CompleteChecksThenSets(InMemoryPersistenceLayer):
@@ -72,13 +84,13 @@ USER_TESTS = textwrap.dedent(
         Right whenever it runs alone; a takeover between its check and its delete is deleted.
         '''
 
-        def release(self, key, lease):
-            held = self.get(key)
-            if held is None or held.lease != lease:
-                super().release(key, lease)  # gone already, or refused: as the sound store answers
+        def release(self, record):
+            held = self.get(record.key)
+            if held is None or (held.status, held.lease) != (record.status, record.lease):
+                super().release(record)  # gone already, or refused: as the sound store answers
                 return
             time.sleep(0)  # no more than a thread switch between the check and the delete
-            self.delete(key)
+            self.delete(record.key)
 
 
     class Contract(StoreContract):
@@ -108,6 +120,10 @@ USER_TESTS = textwrap.dedent(
 
     class TestReleaseIgnoresLease(Contract):
         store_class = ReleaseIgnoresLease
+
+
+    class TestReleaseIgnoresStatus(Contract):
+        store_class = ReleaseIgnoresStatus
 
 
     class TestCompleteChecksThenSets(Contract):
@@ -165,6 +181,14 @@ def test_a_store_whose_release_ignores_the_lease_is_caught(outcomes):
     assert "test_stale_holder_release_is_refused_and_deletes_nothing" in caught
     assert "test_release_of_a_completed_record_is_refused_and_deletes_nothing" in caught
     assert "test_lock_state_machine" in caught
+
+
+def test_a_store_whose_release_ignores_the_status_deletes_a_lock_committed_since_it_was_read_and_is_caught(outcomes):
+    # A COMPLETE record carries its lock's lease: a release conditioned on the lease alone deletes it.
+    assert failed(outcomes, "TestReleaseIgnoresStatus") == {
+        "test_release_of_a_lock_its_holder_committed_since_it_was_read_is_refused",
+        "test_lock_state_machine",
+    }
 
 
 def test_a_store_whose_commit_checks_the_lease_then_writes_is_caught_by_the_takeover_race(outcomes):
