@@ -1,6 +1,7 @@
-"""Each Python block of the README runs on its own, in a fresh interpreter, and prints what the README shows.
+"""Each Python block of the README (and of the guides in docs/) runs on its own, in a fresh interpreter, and prints
+what the document shows.
 
-The convention README.md follows, and this module enforces:
+The convention README.md and docs/*.md follow, and this module enforces:
 
 - Every fenced block names its language (```python, ```text, ```sh, ```console, ...).
 - A ```python block runs by itself: it is written to ``example.py`` in an empty directory outside the repository and
@@ -29,6 +30,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+DOCUMENTS = [README, *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```(?P<info>[^\n`]*)\n(?P<body>.*?)^```$", re.DOTALL | re.MULTILINE)
 NOT_RUN = re.compile(r"<!-- readme: not run \(.+\) -->\n\Z")
 OUTPUT = re.compile(r"\n\n```text\n(.*?)^```$", re.DOTALL | re.MULTILINE)  # matched where a block ends
@@ -39,6 +41,7 @@ SERVICES = {"REDIS_URL": lambda request: request.getfixturevalue("redis_server")
 
 @dataclass(frozen=True)
 class Block:
+    document: str  # README.md, docs/....md
     line: int  # of the opening fence, 1-based
     heading: str
     code: str
@@ -47,27 +50,32 @@ class Block:
 
     @property
     def id(self) -> str:
-        return f"line{self.line}-{re.sub(r'[^a-z0-9]+', '-', self.heading.lower()).strip('-')}"
+        place = "" if self.document == "README.md" else f"{Path(self.document).stem}-"
+        return f"{place}line{self.line}-{re.sub(r'[^a-z0-9]+', '-', self.heading.lower()).strip('-')}"
+
+    @property
+    def where(self) -> str:
+        return f"{self.document}:{self.line}"
 
 
-def python_blocks(text: str) -> list[Block]:
-    """The README's Python blocks; every fence must name a known language."""
+def python_blocks(text: str, document: str = "README.md") -> list[Block]:
+    """A document's Python blocks; every fence must name a known language."""
     blocks = []
     for fence in FENCE.finditer(text):
         info, line = fence["info"].strip(), text.count("\n", 0, fence.start()) + 1
-        assert info in LANGUAGES, f"README.md:{line}: a fence must name its language, one of {sorted(LANGUAGES)}"
+        assert info in LANGUAGES, f"{document}:{line}: a fence must name its language, one of {sorted(LANGUAGES)}"
         before = text[: fence.start()]
         if info != "python":
-            assert not NOT_RUN.search(before), f"README.md:{line}: only a python block can be marked not run"
+            assert not NOT_RUN.search(before), f"{document}:{line}: only a python block can be marked not run"
             continue
         output = OUTPUT.match(text, fence.end())
         headings = re.findall(r"^#+ (.+)$", before, re.MULTILINE)
-        blocks.append(Block(line, headings[-1] if headings else "top", fence["body"], output and output[1],
+        blocks.append(Block(document, line, headings[-1] if headings else "top", fence["body"], output and output[1],
                             runs=not NOT_RUN.search(before)))  # fmt: skip
     return blocks
 
 
-BLOCKS = python_blocks(README.read_text())
+BLOCKS = [block for path in DOCUMENTS for block in python_blocks(path.read_text(), str(path.relative_to(ROOT)))]
 
 
 def user_env(home: Path, site: Path, services: dict[str, str]) -> dict[str, str]:
@@ -99,14 +107,14 @@ def runs(request, tmp_path_factory) -> Iterator[dict[str, Future[subprocess.Comp
 @pytest.mark.parametrize("block", [b for b in BLOCKS if b.runs], ids=lambda b: b.id)
 def test_each_python_block_runs_alone_and_prints_what_the_readme_shows(block, runs):
     result = runs[block.id].result()
-    assert result.returncode == 0, f"README.md:{block.line} failed on its own:\n{result.stdout}"
-    assert result.stdout == (block.expected or ""), f"README.md:{block.line} printed something else"
+    assert result.returncode == 0, f"{block.where} failed on its own:\n{result.stdout}"
+    assert result.stdout == (block.expected or ""), f"{block.where} printed something else"
 
 
 @pytest.mark.parametrize("block", [b for b in BLOCKS if not b.runs], ids=lambda b: b.id)
 def test_a_block_marked_not_run_compiles_and_shows_no_output(block):
-    compile(block.code, f"README.md:{block.line}", "exec")
-    assert block.expected is None, f"README.md:{block.line}: output shown for a block that is not run"
+    compile(block.code, block.where, "exec")
+    assert block.expected is None, f"{block.where}: output shown for a block that is not run"
 
 
 def test_the_convention_is_found_and_enforced():
@@ -123,8 +131,13 @@ def test_the_convention_is_found_and_enforced():
     assert (unmarked.runs, unmarked.expected, marked.runs, marked.expected) == (True, "1\n", False, None)
 
 
+#: Names of Powertools' documented examples the migration guide's drop-in table lists: not tests of ours.
+POWERTOOLS_EXAMPLES = {"test_disabling_idempotency_utility", "test_with_dynamodb_local", "test_with_io_operations"}
+
+
 def test_every_test_the_readme_names_exists():
-    named = set(re.findall(r"`(test_[a-z0-9_]+)`", README.read_text()))
+    named = {test for path in DOCUMENTS for test in re.findall(r"`(test_[a-z0-9_]+)`", path.read_text())}
+    named -= POWERTOOLS_EXAMPLES
     assert len(named) >= 30, "the Guarantees and limits section names its tests"
     defined = {
         m
