@@ -81,7 +81,7 @@ def _why(item: Item) -> str:
 class _Call:
     """``processor(records, handler, lambda_context)``, Powertools' older form, until its ``with`` block ends."""
 
-    records: Any
+    records: list[Any]
     handler: Callable[..., Any]
     context: LambdaContext | None
     batch: _Batch | None = None  # what process() made of it, read when the block ends
@@ -180,8 +180,11 @@ class _Processor(Generic[RecordT]):
         ``records`` are the event's records as it carries them (``event["Records"]``). The call is kept for the
         calling thread (or asyncio task) only, so one processor may serve several at once; ``process()`` without
         arguments runs it inside the block, each record in its guard as :meth:`process` runs an event's.
+
+        Raises:
+            BatchEventError: ``records`` is not a list.
         """
-        self._calls.set(_Call(records, handler, lambda_context))
+        self._calls.set(_Call(checked_records(records), handler, lambda_context))
         return self
 
     def __enter__(self) -> Self:
@@ -235,7 +238,7 @@ class _Processor(Generic[RecordT]):
         context: LambdaContext | None,
         *,
         async_ok: bool,
-        records: Any = None,
+        records: list[Any] | None = None,
     ) -> tuple[RunSettings, Callable[..., Any], str, list[Item]]:
         """Check the handler and parse the event (or ``records``, the older form's): the run's settings, the handler
         to call, how it gets the guard, and the items.
@@ -255,7 +258,7 @@ class _Processor(Generic[RecordT]):
             )
         if shape.lambda_context and shape.guard_passing != OWN:
             record_handler = functools.partial(record_handler, **{LAMBDA_CONTEXT: context})
-        raws = records_of(event, self.event_type) if event is not None else checked_records(records)
+        raws = records if records is not None else records_of({} if event is None else event, self.event_type)
         event_type = resolve_event_type(self.event_type, raws)
         items = parse(event_type, raws)
         settings = dataclasses.replace(self._settings, event_type=event_type)

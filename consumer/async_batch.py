@@ -257,7 +257,7 @@ class AsyncBatchProcessor(_Processor[RecordT]):
         event: BatchEvent | None,
         record_handler: Callable[..., Any],
         context: LambdaContext | None,
-        records: Any = None,
+        records: list[Any] | None = None,
     ) -> _Batch:
         from consumer._async_batch_run import AsyncBatchRun  # noqa: PLC0415 - asyncio costs sync users 15+ ms
 

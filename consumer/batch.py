@@ -247,7 +247,7 @@ class BatchProcessor(_Processor[RecordT]):
         event: BatchEvent | None,
         record_handler: Callable[..., Any],
         context: LambdaContext | None,
-        records: Any = None,
+        records: list[Any] | None = None,
     ) -> _Batch:
         started = time.perf_counter()
         settings, handler, guard_passing, items = self._start(

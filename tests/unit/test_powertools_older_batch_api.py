@@ -119,8 +119,10 @@ def test_the_older_form_is_refused_where_it_is_not_set_up():
         pass
     with pytest.raises(TypeError, match="process\\(\\) without arguments"):
         processor.process()
-    with pytest.raises(ValueError, match="list of records"), processor({"Records": []}, int):
-        processor.process()
+    with pytest.raises(ValueError, match="list of records"):
+        processor({"Records": []}, int)
+    with pytest.raises(ValueError, match="no 'Records' list"):
+        processor.process(None, int)
 
 
 def test_one_processor_serves_several_threads_each_in_its_own_block():
