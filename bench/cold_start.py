@@ -63,8 +63,10 @@ def prepare() -> Path:
         subprocess.run([str(python), "-m", "pip", "install", "--quiet", *requirements], check=True)
         marker.write_text("\n".join(requirements))
     with tempfile.TemporaryDirectory() as out:
-        # The builder is the cold venv's own (it has build and setuptools); --no-isolation: no network needed.
-        subprocess.run([str(python), "-m", "build", "--wheel", "--no-isolation", "--outdir", out, str(ROOT)],
+        # The builder is the cold venv's own (it has build and setuptools); --no-isolation: no network needed. The
+        # wheel is built from the sdist, in a folder of its own: built here, it would leave a build/ folder in the
+        # checkout, which `python -m build` run there takes for the build package.
+        subprocess.run([str(python), "-m", "build", "--no-isolation", "--outdir", out, str(ROOT)],
                        check=True, capture_output=True)  # fmt: skip
         (wheel,) = Path(out).glob("idempotent_consumer-*.whl")
         subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--force-reinstall", "--no-deps", str(wheel)],

@@ -1,6 +1,6 @@
 """What runs records: the guard, its configuration, key selection and the decorators.
 
-Example:
+Examples:
     >>> from consumer import IdempotencyGuard, IdempotencyConfig, AlreadyProcessed
     >>> from persistence import InMemoryPersistenceLayer
     >>> store, config = InMemoryPersistenceLayer(), IdempotencyConfig(event_key_jmespath="messageId")

@@ -51,7 +51,7 @@ def batch_processor(
         TypeError: ``processor`` is not a :class:`~consumer.BatchProcessor` (an async one takes
             :func:`async_batch_processor`).
 
-    Example:
+    Examples:
         >>> import warnings
         >>> from consumer import EventType
         >>> from persistence import InMemoryPersistenceLayer

@@ -47,6 +47,13 @@ class Outcome(str, enum.Enum):
         return self is Outcome.PROCESSED or self is Outcome.REPLAYED or self is Outcome.UNGUARDED
 
 
+#: Why a record failed without running, in words (an entire batch failure names it; so does the outcome log).
+NOT_RUN = {
+    Outcome.SKIPPED: "an earlier record it must not overtake failed",
+    Outcome.DEFERRED: "too little time was left before the Lambda deadline",
+}
+
+
 @dataclass(slots=True)
 class Item:
     """One record of a batch and what became of it (what ``on_outcome`` hooks and ``processor.items`` get).

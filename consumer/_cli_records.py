@@ -136,9 +136,13 @@ def _row(record: IdempotencyRecord, now_ms: int) -> dict[str, Any]:
         "stored_status": record.status.value,
         "expires": _span(record.expires_at * 1000 - now_ms),
         "lock_deadline": "-" if deadline is None else _span(deadline - now_ms),
-        # As the item size check counts it: a lone surrogate counts 3 bytes (it has no UTF-8 form).
-        "response_bytes": None if record.response is None else len(record.response.encode("utf-8", "surrogatepass")),
+        "response_bytes": _response_bytes(record),
     }
+
+
+def _response_bytes(record: IdempotencyRecord) -> int | None:
+    # As the item size check counts it: a lone surrogate counts 3 bytes (it has no UTF-8 form).
+    return None if record.response is None else len(record.response.encode("utf-8", "surrogatepass"))
 
 
 def _scan(store: PersistenceLayer, status: str | None, limit: int | None) -> list[IdempotencyRecord]:
@@ -196,21 +200,34 @@ def _get(store: PersistenceLayer, key: str) -> IdempotencyRecord:
 
 
 def records_show(args: argparse.Namespace) -> int:
-    """``records show KEY``: the whole record, its response pretty-printed."""
-    row = _row(_get(open_store(args.store), args.key), _now_ms())
-    response = row.pop("response")
-    for name, value in row.items():
+    """``records show KEY``: the whole record, its times in ISO 8601 (UTC), its response pretty-printed."""
+    record = _get(open_store(args.store), args.key)
+    now = _now_ms()
+    status = record.effective_status(now)
+    deadline = record.in_progress_expires_at
+    fields = {
+        "key": record.key,
+        "status": status.value if status is record.status else f"{status.value} (stored as {record.status.value})",
+        "expires_at": _moment(record.expires_at * 1000, now, unit="s"),
+        "lock_deadline": "-" if deadline is None else _moment(deadline, now),
+        "lease": record.lease,
+        "payload_hash": record.payload_hash,
+        "response_bytes": _response_bytes(record),
+    }
+    for name, value in fields.items():
         out(f"{name + ':':<24}{value}")
     out("response:")
+    response = record.response
     for line in ["(not stored)"] if response is None else json.dumps(json.loads(response), indent=2).splitlines():
         out("  " + line)
     return EXIT_OK
 
 
-def _moment(ms: int, now_ms: int) -> str:
-    """``ms`` (epoch milliseconds) in ISO 8601 (UTC), as the number itself and as a span from now."""
+def _moment(ms: int, now_ms: int, unit: str = "ms") -> str:
+    """``ms`` (epoch milliseconds) in ISO 8601 (UTC), beside the epoch number (in ``unit``) and a span from now."""
     iso = datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds")
-    return f"{iso.replace('+00:00', 'Z')} (epoch ms {ms}, {_span(ms - now_ms)})"
+    number = ms if unit == "ms" else ms // 1000
+    return f"{iso.replace('+00:00', 'Z')} (epoch {unit} {number}, {_span(ms - now_ms)})"
 
 
 def _live_lock(record: IdempotencyRecord, now_ms: int) -> str | None:

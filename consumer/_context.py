@@ -198,7 +198,7 @@ def current_idempotency_key() -> str | None:
     body starts see it; a plain ``threading.Thread`` the body starts does not (run it with
     ``contextvars.copy_context().run``).
 
-    Example:
+    Examples:
         >>> from consumer import idempotent_function
         >>> from persistence import InMemoryPersistenceLayer
         >>> @idempotent_function(data_keyword_argument="order", store=InMemoryPersistenceLayer(), key_prefix="pay")

@@ -118,7 +118,7 @@ class KafkaHeaders(Mapping[str, bytes]):
 
     Iterating gives each name once (as first written); :meth:`get_all` gives every value of a name, in order.
 
-    Example:
+    Examples:
         >>> headers = KafkaHeaders([("Idempotency-Key", b"a"), ("trace", b"t"), ("idempotency-key", b"b")])
         >>> headers["IDEMPOTENCY-KEY"], headers.get_all("idempotency-key"), list(headers)
         (b'b', [b'a', b'b'], ['Idempotency-Key', 'trace'])

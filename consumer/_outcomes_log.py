@@ -135,7 +135,7 @@ def _with_key(key: str | None) -> str:
 
 def log_item(item: Item, event_source: str, context: LambdaContext | None, deadline_margin_ms: int) -> None:
     """Log one batch record whose outcome is not plain success (failed, lock lost, in progress, ...)."""
-    from consumer._batch_run import Outcome  # noqa: PLC0415 - _batch_run imports the guard, which imports us
+    from consumer._batch_run import NOT_RUN, Outcome  # noqa: PLC0415 - _batch_run imports the guard, which imports us
     from persistence import LockLostError  # noqa: PLC0415 - same cycle, through consumer's package
 
     outcome, error = item.outcome, item.error
@@ -150,7 +150,7 @@ def log_item(item: Item, event_source: str, context: LambdaContext | None, deadl
         name = outcome.value
         what = f"deferred: less than {deadline_margin_ms} ms were left before the Lambda deadline; {_REDELIVERED}"
     elif outcome is Outcome.SKIPPED:
-        name, what = outcome.value, f"skipped: an earlier record it must not overtake failed; {_REDELIVERED}"
+        name, what = outcome.value, f"skipped: {NOT_RUN[outcome]}; {_REDELIVERED}"
     elif isinstance(error, LockLostError):  # the error names the key
         name, traceback_of = LOCK_LOST, error
         what = f"lost its lock to another invocation, so its result was not stored ({_text(error)}); {_REDELIVERED}"

@@ -21,7 +21,7 @@ from consumer._batch_event import (
     records_of,
     summarize,
 )
-from consumer._batch_run import Item, RunSettings
+from consumer._batch_run import NOT_RUN, Item, RunSettings
 from consumer._handlers import LAMBDA_CONTEXT, OWN, handler_shape, refuse_dropped_cutover
 from consumer._record_model import check_model
 from consumer._report import Reporter, check_hook
@@ -308,8 +308,14 @@ class _Processor(Generic[RecordT]):
         }
         error = None
         if failures and len(failures) == len(items) and self.raise_on_entire_batch_failure:
-            errors = [(i.item_id, i.error or RuntimeError(f"not run: {i.outcome}")) for i in failures]
+            errors = [(i.item_id, i.error or RuntimeError(_not_run(i))) for i in failures]
             error = BatchProcessingError(errors, response)
         return self._report(
             settings, guard_passing, items, started, context, any_failed=bool(failures), response=response, error=error
         )
+
+
+def _not_run(item: Item) -> str:
+    """Why ``item`` failed without an error of its own, in words (``not run: skipped, an earlier record ...``)."""
+    outcome = item.outcome
+    return "not run" if outcome not in NOT_RUN else f"not run: {outcome.value}, {NOT_RUN[outcome]}"

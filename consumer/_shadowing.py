@@ -7,6 +7,11 @@ checks ``persistence`` before anything imports it (and ``persistence/__init__.py
 copy of this check: it never imports ``consumer``; a unit test keeps the two copies identical). A user's
 ``consumer.py`` imported *instead of* ``consumer`` runs none of this package's code: ``idempotent-consumer invoke``
 looks for one in the function's directory before it imports the handler (:func:`shadowing_in`).
+
+Another installed distribution that ships a top-level ``consumer`` package of its own writes its files over ours
+(pip does not warn): the command's entry point then finds a ``consumer/__init__.py`` that is not ours and says so
+(:func:`clobbered_message`). A user's ``tests/consumer/__init__.py`` under pytest cannot be told apart from a
+package of their own: docs/troubleshooting.md has it.
 """
 
 from __future__ import annotations
@@ -104,3 +109,32 @@ def shadowing_in(directory: Path) -> str | None:
 def _a_copy_of_ours(found: Path, directory: Path) -> bool:
     """Whether the package folder ``found`` is this distribution's: installed there, or its source (this module)."""
     return any(directory.glob("idempotent_consumer-*.dist-info")) or (found / "_shadowing.py").is_file()
+
+
+def clobbered_message() -> str:
+    """The message for a ``consumer/__init__.py`` that is not ours: another distribution's package, installed over ours.
+
+    Only the command's entry point asks, when ``from consumer import __version__`` failed. The installed
+    distributions' records (``importlib.metadata``) name the other one.
+
+    Returns:
+        The message, naming the other distribution(s) and the fix.
+    """
+    import importlib.metadata  # noqa: PLC0415 - only on this error path
+
+    module = sys.modules.get("consumer")
+    where = Path(getattr(module, "__file__", None) or _HOME / "consumer" / "__init__.py").parent
+    shippers = importlib.metadata.packages_distributions().get("consumer", [])
+    others = sorted({name for name in shippers if name.lower().replace("_", "-") != "idempotent-consumer"})
+    if not others:
+        return (
+            f"the package 'consumer' in {where} is not idempotent-consumer's (its __init__.py does not define"
+            " __version__): reinstall it (pip install --force-reinstall idempotent-consumer)"
+        )
+    named = ", ".join(others)
+    return (
+        f"another installed package ships a top-level 'consumer' package: {named}; its files replaced "
+        f"idempotent-consumer's in {where}, so the two cannot share an environment. Uninstall it (pip uninstall "
+        f"{' '.join(others)}), then reinstall idempotent-consumer (pip install --force-reinstall idempotent-consumer),"
+        " or give each its own virtual environment"
+    )

@@ -65,7 +65,7 @@ class AsyncBatchProcessor(_Processor[RecordT]):
 
     Like :class:`~consumer.BatchProcessor`, it is generic in its records (``AsyncBatchProcessor[SQSRecord]``).
 
-    Example:
+    Examples:
         >>> import asyncio
         >>> from persistence import InMemoryPersistenceLayer
         >>> from consumer import EventType, async_process_partial_response
@@ -305,7 +305,7 @@ def async_process_partial_response(
     thread), it returns an awaitable instead: ``await async_process_partial_response(...)``. Type checkers know the
     first form; in async code, ``await processor.process(event, record_handler, context)`` is typed as awaited.
 
-    Example:
+    Examples:
         >>> from persistence import InMemoryPersistenceLayer
         >>> from consumer import EventType
         >>> processor = AsyncBatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer())

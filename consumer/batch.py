@@ -83,7 +83,7 @@ class BatchProcessor(_Processor[RecordT]):
     The processor is generic in its records: ``BatchProcessor(EventType.SQS, ...)`` is a
     ``BatchProcessor[SQSRecord]`` to a type checker, which then refuses a handler of ``KinesisRecord``.
 
-    Example:
+    Examples:
         >>> from persistence import InMemoryPersistenceLayer
         >>> processor = BatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer())
         >>> event = {"Records": [{"messageId": "a", "body": "1"}, {"messageId": "b", "body": "oops"}]}
@@ -298,7 +298,7 @@ def process_partial_response(
 ) -> PartialBatchResponse:
     """Process ``event`` with ``processor`` and return ``{"batchItemFailures": [...]}`` for Lambda.
 
-    Example:
+    Examples:
         >>> from persistence import InMemoryPersistenceLayer
         >>> processor = BatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer())
         >>> process_partial_response({"Records": [{"messageId": "a", "body": "{}"}]}, lambda r: None, processor)

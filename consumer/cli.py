@@ -10,10 +10,16 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from consumer import __version__
+try:
+    from consumer import __version__
+except ImportError as e:  # the consumer/__init__.py found is not ours: another distribution's, installed over it
+    from consumer._shadowing import clobbered_message
+
+    raise SystemExit(f"idempotent-consumer: {clobbered_message()}") from e
 from consumer import _cli_records as ops
 from consumer._cli_key import key_command
 from consumer._cli_records import CommandError, out, store_url
+from consumer._cli_story import LAMBDA_RETRIES, Batches, story
 from consumer._one_line import one_line
 from consumer._shadowing import shadowing_in
 from consumer.local_context import LocalContext
@@ -27,6 +33,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 # Every example below runs as written from any directory (tests/integration/test_package.py runs each one in a
 # fresh virtual environment with the built wheel): the files they name are the user's own (app.py defining
 # `handler`, event.json), the keys are what `records list` shows, and URLs are quoted for the shell.
+KEY_HELP = "the record's key, as records list shows it (PREFIX#HASH)"
 STORE_HELP = f"store URL: this option, else ${STORE_URL_VARIABLE}, else {DEFAULT_STORE_URL} (in the current directory)"
 RECORDS_DESCRIPTION = f"""See and reset idempotency records.
 
@@ -63,6 +70,10 @@ TABLE_EXAMPLES = """examples:
   idempotent-consumer table create --table Idempotency --endpoint-url http://127.0.0.1:8000 --region us-east-1
 """
 INVOKE_DESCRIPTION = f"""Run a handler locally with a stand-in Lambda context; print each response as one JSON line.
+
+On stderr, for each delivery, what became of each record of the batch it processed: ran and committed,
+replayed, failed (why), skipped or deferred. A delivery that raises is one line (Lambda delivers the whole
+event again) and the next one still runs; the command then exits 1.
 
 The handler gets its store URL in ${STORE_URL_VARIABLE} (persistence.store_from_url() reads it):
 --store if given, else ${STORE_URL_VARIABLE} as the environment has it, else {DEFAULT_STORE_URL}.
@@ -109,7 +120,12 @@ def _read_event(path: str) -> Any:
 
 
 def invoke(args: argparse.Namespace) -> int:
-    """Run a handler locally with a stand-in Lambda context; print each response as one JSON line.
+    """Run a handler locally with a stand-in Lambda context, ``--repeat`` times, telling what each delivery did.
+
+    Each response is one JSON line on stdout. On stderr, for each batch the handler processed, each record's
+    fate: ran, replayed, failed (why), skipped or deferred. A delivery that raises (a batch whose every record
+    failed raises ``BatchProcessingError``) is one line naming what Lambda would do, and the next one still runs,
+    as Lambda's would: the command then exits 1.
 
     The handler's store URL (``$IDEMPOTENCY_STORE_URL``, which ``store_from_url()`` reads) is ``--store``,
     else the variable as the environment has it, else the SQLite file in the current directory.
@@ -119,16 +135,31 @@ def invoke(args: argparse.Namespace) -> int:
         os.environ["AWS_LAMBDA_FUNCTION_NAME"] = args.function_name
     handler = load_handler(args.handler)
     event = _read_event(args.event)
+    batches, raised = Batches(), 0
     for attempt in range(1, args.repeat + 1):
         context = LocalContext(timeout_ms=int(args.timeout * 1000), function_name=args.function_name or "local")
+        error: Exception | None = None
         try:
             response = handler(event, context)
         except Exception as e:
             if args.debug:
                 raise
-            raise CommandError(f"invocation {attempt} raised {type(e).__name__}: {e}") from e
+            error = e
+        for line in story(attempt, args.repeat, batches.processed()):
+            _say(line)
+        if error is not None:
+            raised += 1
+            _say(f"idempotent-consumer: invocation {attempt} raised {type(error).__name__}: {error}; {LAMBDA_RETRIES}")
+            continue
         out(json.dumps(response, default=str, ensure_ascii=False))
-    return EXIT_OK
+        sys.stdout.flush()
+    return EXIT_OK if not raised else EXIT_FAILED
+
+
+def _say(line: str) -> None:
+    """One line of the story, on stderr beside the library's own log lines (stdout holds the responses)."""
+    sys.stdout.flush()
+    print(one_line(line), file=sys.stderr, flush=True)  # noqa: T201 - the command's output (it quotes errors' text)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -141,7 +172,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     run = _subparser(commands, "invoke", "run a handler locally on an event file", INVOKE_EXAMPLES,
                      description=INVOKE_DESCRIPTION)  # fmt: skip
-    run.add_argument("handler", metavar="MODULE:HANDLER")
+    run.add_argument(
+        "handler", metavar="MODULE:HANDLER", help="the handler to run, as Lambda's Handler names it (app:handler)"
+    )
     run.add_argument("--event", required=True, metavar="FILE", help="the event, as JSON ('-' for stdin)")
     run.add_argument("--store", default=None, metavar="URL", help=f"the handler's {STORE_HELP}")
     run.add_argument("--repeat", type=_positive, default=1, metavar="N", help="invoke N times (redeliveries)")
@@ -180,14 +213,14 @@ def _add_records(commands: Any) -> None:
     actions = records.add_subparsers(dest="records_command", required=True)
     show_list = _subparser(actions, "list", "list records", RECORDS_EXAMPLES, parents=[store, listing])
     show_list.add_argument("--status", choices=[s.value for s in RecordStatus], help="EXPIRED is derived from time")
-    show_list.add_argument("--limit", type=_positive, default=None, metavar="N")
+    show_list.add_argument("--limit", type=_positive, default=None, metavar="N", help="show at most N records")
     show_list.set_defaults(action=ops.records_list)
     show = _subparser(actions, "show", "the whole record, response pretty-printed", RECORDS_EXAMPLES, parents=[store])
-    show.add_argument("key", metavar="KEY")
+    show.add_argument("key", metavar="KEY", help=KEY_HELP)
     show.set_defaults(action=ops.records_show)
     delete = _subparser(actions, "delete", "let one record run again", RECORDS_EXAMPLES, parents=[store],
                         description=DELETE_DESCRIPTION)  # fmt: skip
-    delete.add_argument("key", metavar="KEY")
+    delete.add_argument("key", metavar="KEY", help=KEY_HELP)
     delete.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     delete.add_argument("--force", action="store_true",
                         help="delete even a live IN_PROGRESS lock (a duplicate may run beside its holder)")  # fmt: skip
@@ -225,9 +258,12 @@ def _add_table(commands: Any) -> None:
     table = _subparser(commands, "table", "manage the DynamoDB idempotency table", TABLE_EXAMPLES)
     actions = table.add_subparsers(dest="table_command", required=True)
     create = _subparser(actions, "create", "create the table with TTL enabled (exists already: fine)", TABLE_EXAMPLES)
-    create.add_argument("--table", required=True, metavar="NAME")
-    create.add_argument("--endpoint-url", default=None, metavar="URL")
-    create.add_argument("--region", default=None)
+    create.add_argument("--table", required=True, metavar="NAME", help="the table's name")
+    create.add_argument("--endpoint-url", default=None, metavar="URL",
+                        help="a DynamoDB endpoint other than AWS's (DynamoDB Local)")  # fmt: skip
+    create.add_argument(
+        "--region", default=None, help="the AWS region (default: $AWS_REGION, else ~/.aws/config, as boto3 reads them)"
+    )
     create.add_argument("--sort-key", action="store_true", help="composite key: id (partition) + sort_key")
     create.set_defaults(action=ops.table_create)
 

@@ -78,7 +78,7 @@ class IdempotencyConfig:
             ``DecodeLimitError`` (an ``IdempotencyKeyError``) naming the function and the limit.
         prefix: The key prefix in force (derived: ``key_prefix``, else the function name, else ``"local"``).
 
-    Example:
+    Examples:
         >>> IdempotencyConfig(event_key_jmespath="powertools_json(body).order_id").expires_after_seconds
         3600
     """

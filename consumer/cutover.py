@@ -87,7 +87,7 @@ class PowertoolsCutover:
     Powertools deployment used. Name the decorated function whose records to find (``function``), unless
     Powertools was given a ``key_prefix``.
 
-    Example:
+    Examples:
         >>> import datetime as dt
         >>> cutover = PowertoolsCutover(
         ...     table_name="IdempotencyTable",
@@ -366,7 +366,9 @@ class PowertoolsCutover:
         """:meth:`read_through` for ``async with``: the read runs in a thread; a cancellation waits for it.
 
         Raises:
-            The same as :meth:`read_through` (and ``asyncio.CancelledError``, our lock released).
+            PersistenceLayerError: As :meth:`read_through` raises it (our lock was released).
+            IdempotencyValidationError: As :meth:`read_through` raises it (our lock was released).
+            asyncio.CancelledError: The task was cancelled: the read ran to its end, and our lock was released.
         """
         import asyncio  # noqa: PLC0415 - imported by the running loop already
 

@@ -56,7 +56,7 @@ def idempotent(
         TypeError: When decorating a generator or async generator function (calling it runs nothing, so its
             "result" would be committed without the body running).
 
-    Example:
+    Examples:
         >>> from persistence import InMemoryPersistenceLayer
         >>> @idempotent(store=InMemoryPersistenceLayer())
         ... def handler(event, context):
@@ -204,7 +204,7 @@ def idempotent_function(
         IdempotencyNoSerializationModelError: A serializer class was declared for a function without a return
             annotation.
 
-    Example:
+    Examples:
         >>> from persistence import InMemoryPersistenceLayer
         >>> calls = []
         >>> @idempotent_function(data_keyword_argument="order", store=InMemoryPersistenceLayer())

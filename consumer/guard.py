@@ -59,7 +59,7 @@ class IdempotencyGuard:
     ``guard.result`` on success, releases the lock when the body raised (the body's exception always
     propagates), and never swallows an exception.
 
-    Example:
+    Examples:
         >>> from persistence import InMemoryPersistenceLayer
         >>> store = InMemoryPersistenceLayer()
         >>> record = {"messageId": "m-1", "body": "{}"}

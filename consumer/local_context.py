@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 class LocalContext:
     """Looks like Lambda's context object; its deadline is ``timeout_ms`` after it was made.
 
-    Example:
+    Examples:
         >>> LocalContext(timeout_ms=3000, clock=lambda: 0.0).get_remaining_time_in_millis()
         3000
     """

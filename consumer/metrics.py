@@ -12,7 +12,7 @@ Each invocation writes one document: the counts of its summary and its duration,
       "Dimensions": [["FunctionName", "EventSource"]], "Metrics": [{"Name": "Records", "Unit": "Count"}, ...]}]},
      "FunctionName": "orders", "EventSource": "sqs", "Records": 3, "Processed": 1, ..., "BatchDuration": 4.2}
 
-Example:
+Examples:
     >>> from persistence import InMemoryPersistenceLayer
     >>> from consumer import BatchProcessor, EventType
     >>> processor = BatchProcessor(

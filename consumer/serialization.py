@@ -16,7 +16,7 @@ compared with the result (:meth:`~consumer._round_trip.ChecksReplay.check_replay
 committed without its response, with a warning, rather than replayed as something else. A subclass of one of
 them is checked through its own ``to_dict`` and ``from_dict``, as its replays go.
 
-Example:
+Examples:
     >>> import dataclasses
     >>> @dataclasses.dataclass
     ... class Receipt:
@@ -106,7 +106,7 @@ class NoOpSerializer(BaseIdempotencySerializer):
 class CustomDictSerializer(BaseIdempotencySerializer):
     """A serializer made of two functions.
 
-    Example:
+    Examples:
         >>> import fractions
         >>> serializer = CustomDictSerializer(
         ...     to_dict=lambda f: {"n": f.numerator, "d": f.denominator},
@@ -257,7 +257,7 @@ def serializer_for(output_type: Any) -> BaseIdempotencySerializer | None:
         IdempotencyModelTypeError: A union of several types holding a dataclass or a model (``A | B``): a
             stored dict does not say which one to rebuild.
 
-    Example:
+    Examples:
         >>> import dataclasses
         >>> @dataclasses.dataclass
         ... class Line:

@@ -190,7 +190,7 @@ def as_async_store(
     The adapter of a sync store reaches it through a weak reference (so a store built per invocation takes its
     thread pool with it): keep the store itself alive for as long as you use the adapter.
 
-    Example:
+    Examples:
         >>> from persistence import InMemoryPersistenceLayer, SQLitePersistenceLayer
         >>> type(as_async_store(InMemoryPersistenceLayer())).__name__
         'InlineStore'

@@ -42,7 +42,7 @@ class DynamoDBPersistenceLayer:
 
     The boto3 client is created on first use (so importing costs nothing) and shared by all threads.
 
-    Example:
+    Examples:
         >>> from persistence import DynamoDBPersistenceLayer
         >>> store = DynamoDBPersistenceLayer(table_name="IdempotencyTable")
         >>> store.table_name

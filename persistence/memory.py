@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 class InMemoryPersistenceLayer:
     """A thread-safe dictionary with the same conditional semantics as the real stores.
 
-    Example:
+    Examples:
         >>> from persistence import InMemoryPersistenceLayer
         >>> store = InMemoryPersistenceLayer()
         >>> store.get("local#abc") is None

@@ -104,7 +104,7 @@ _SHA1 = {s: hashlib.sha1(s.encode(), usedforsecurity=False).hexdigest() for s in
 class RedisPersistenceLayer:
     """Records in Redis or Valkey, each transition one atomic Lua script (one round trip, fenced by the lease).
 
-    Example:
+    Examples:
         >>> store = RedisPersistenceLayer(url="redis://127.0.0.1:6379/0", key_prefix="orders:")
         >>> store.key_prefix
         'orders:'

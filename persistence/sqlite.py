@@ -90,7 +90,7 @@ class SQLitePersistenceLayer:
     ``0600``, whatever the umask), and so are the ``-wal`` and ``-shm`` files SQLite makes beside it (SQLite gives
     them the database's mode). An existing file keeps its mode.
 
-    Example:
+    Examples:
         >>> import tempfile, os
         >>> from persistence import SQLitePersistenceLayer
         >>> store = SQLitePersistenceLayer(os.path.join(tempfile.mkdtemp(), "idempotency.sqlite3"))

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 #: The environment variable a store URL is read from when none is given.
 STORE_URL_VARIABLE = "IDEMPOTENCY_STORE_URL"
+#: The store URL used when neither an argument nor the variable gives one: a SQLite file in the current directory.
 DEFAULT_STORE_URL = f"sqlite:///{DEFAULT_PATH}"
 _DYNAMODB_OPTIONS = {"sort_key_attr", "static_pk_value", "key_attr"}
 _REDIS_SCHEMES = ("redis", "rediss", "valkey", "valkeys")
@@ -36,7 +37,7 @@ def store_from_url(url: str | None = None) -> PersistenceLayer:
         ValueError: The URL names no store this library has, or has options it does not know. The message shows
             the URL with its password masked (``redis://:***@host``), even when the URL does not parse.
 
-    Example:
+    Examples:
         >>> store_from_url("memory://").__class__.__name__
         'InMemoryPersistenceLayer'
         >>> store_from_url("sqlite:///data/idempotency.sqlite3").path.as_posix()

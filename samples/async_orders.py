@@ -16,6 +16,10 @@ both times)::
 
 The store is the one ``IDEMPOTENCY_STORE_URL`` names (``--store`` sets it), as in every sample; the
 reservations land in the samples' ledger (``$SAMPLES_LEDGER``).
+
+Payload: each message's ``body`` is an order, as a JSON string (``samples/events/async_orders.json``)::
+
+    {"order_id": "o-2001", "sku": "MUG-RED", "quantity": 2}
 """
 
 from __future__ import annotations

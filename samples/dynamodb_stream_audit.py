@@ -1,4 +1,10 @@
-"""An audit trail from a DynamoDB stream: one audit entry per change, in order per item."""
+"""An audit trail from a DynamoDB stream: one audit entry per change, in order per item.
+
+Payload: each record's ``dynamodb.Keys`` holds ``account_id``, and its ``NewImage`` (``OldImage`` for a
+``REMOVE``) the account, in DynamoDB's JSON (``samples/events/dynamodb_stream_audit.json``)::
+
+    {"account_id": {"S": "acct-1"}, "balance": {"N": "0"}, "owner": {"S": "Ana"}}
+"""
 
 from __future__ import annotations
 

@@ -2,6 +2,10 @@
 
 EventBridge retries a target on failure and may deliver an event twice; the confirmation email goes out
 once, and a retry returns the first invocation's result.
+
+Payload: the event's ``detail`` is a booking, its ``id`` the key (``samples/events/eventbridge_target.json``)::
+
+    {"booking_id": "b-501", "email": "ana@example.com", "seat": "12A"}
 """
 
 from __future__ import annotations

@@ -6,6 +6,11 @@ order with an ``Idempotency-Key`` header, and the key is that header (matched wh
 parallel; within a partition records run in offset order, and a failed record fails the rest of its partition, so
 Lambda resumes the partition from it. A retry that landed in another partition of the same batch waits for the
 first copy to end, then replays its result (or runs, if it failed): it does not fail its own partition.
+
+Payload: each record's ``value`` is an order, as base64 of JSON, and its ``Idempotency-Key`` header the
+producer's key, as Lambda gives headers: a list of byte values (``samples/events/kafka_orders.json``)::
+
+    {"order_id": "o-3001", "items": ["book"]}
 """
 
 from __future__ import annotations

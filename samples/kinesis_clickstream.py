@@ -1,4 +1,10 @@
-"""Clicks from a Kinesis stream, counted once each; users' clicks stay in order, users run in parallel."""
+"""Clicks from a Kinesis stream, counted once each; users' clicks stay in order, users run in parallel.
+
+Payload: each record's ``kinesis.data`` is a click, as base64 of JSON, and its ``kinesis.partitionKey`` the user
+(``samples/events/kinesis_clickstream.json``)::
+
+    {"click_id": "c-001", "page": "/home"}
+"""
 
 from __future__ import annotations
 

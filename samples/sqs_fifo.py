@@ -2,6 +2,11 @@
 
 After a failure only the rest of that account's messages are reported failed (``skip_group_on_error``);
 other accounts go on. Balances are applied once each, whatever the redeliveries.
+
+Payload: each message's ``body`` is a movement, as a JSON string, and its ``attributes.MessageGroupId`` the
+account (``samples/events/sqs_fifo.json``)::
+
+    {"kind": "credit", "amount": 100}
 """
 
 from __future__ import annotations

@@ -3,6 +3,10 @@
 The key is the order id inside the body (a producer that retries sends the same order in a new message,
 with a new ``messageId``), and the amount must match the first delivery's. The idempotency key is passed
 to the payment provider as well, as real payment APIs allow.
+
+Payload: each message's ``body`` is an order, as a JSON string (``samples/events/sqs_orders.json``)::
+
+    {"order_id": "o-1001", "amount": 30.0, "currency": "EUR"}
 """
 
 from __future__ import annotations

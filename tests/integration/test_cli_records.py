@@ -111,12 +111,31 @@ def test_stuck_lists_only_locks_past_their_deadline(seeded):
     assert keys_listed(cli("records", "stuck", "--store", url, "--json")) == ["fn#stuck"]
 
 
+def iso(epoch_ms):
+    return (
+        datetime.fromtimestamp(epoch_ms / 1000, tz=timezone.utc)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z")
+    )
+
+
 def test_show_pretty_prints_the_response(seeded):
-    url, _ = seeded
+    url, store = seeded
     result = cli("records", "show", "fn#complete", "--store", url)
     assert result.returncode == 0
-    assert "status:                 COMPLETE" in result.stdout
     assert 'response:\n  {\n    "charged": 30\n  }\n' in result.stdout
+    # One status (the effective one), and every time in ISO 8601 UTC beside its epoch number and a span.
+    fields = dict(line.split(":", 1) for line in result.stdout.split("\nresponse:")[0].splitlines())
+    assert [name for name in fields if "status" in name] == ["status"]
+    assert fields["status"].strip() == "COMPLETE"
+    expires_at = store.get("fn#complete").expires_at
+    assert fields["expires_at"].strip().startswith(f"{iso(expires_at * 1000)} (epoch s {expires_at}, in 59m ")
+    assert fields["lock_deadline"].strip() == "-"
+    live = cli("records", "show", "fn#live", "--store", url).stdout
+    deadline = store.get("fn#live").in_progress_expires_at
+    assert f"lock_deadline:          {iso(deadline)} (epoch ms {deadline}, in " in live
+    expired = cli("records", "show", "fn#expired", "--store", url).stdout
+    assert "status:                 EXPIRED (stored as COMPLETE)\n" in expired
 
 
 def test_show_of_a_missing_key_exits_1(seeded):

@@ -328,3 +328,59 @@ def test_every_help_example_runs_as_written_outside_the_repository(installed, tm
         ran += 1
     assert ran >= 12
     assert (tmp_path / "orders.sqlite3").exists()  # the example naming IDEMPOTENCY_STORE_URL used it
+
+
+def test_make_demo_installs_the_runtime_dependencies_alone_and_the_demo_runs_on_them(installed, tmp_path):
+    dry = run("make", "-n", "-C", ROOT, "demo", f"VENV={tmp_path / 'venv'}")
+    assert dry.returncode == 0, dry.stderr
+    installs = [line for line in dry.stdout.splitlines() if " -m pip install " in line]
+    assert len(installs) == 1, dry.stdout
+    assert installs[0].endswith(" -e ."), installs  # the library and its dependencies: no extra, no dev tools
+    # The fresh environment holds the wheel and its dependencies only; the demo runs there, the library the wheel's.
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "samples").symlink_to(ROOT / "samples", target_is_directory=True)
+    result = subprocess.run([installed.python, "-m", "samples.demo"], capture_output=True, text=True, cwd=tmp_path,
+                            env=user_env(installed, PYTHONPATH=str(tmp_path / "code")), timeout=TIMEOUT,
+                            check=False)  # fmt: skip
+    assert (result.returncode, result.stderr) == (0, ""), result.stderr
+    assert "Every order was charged exactly once" in result.stdout
+
+
+def a_wheel(folder: Path, name: str, files: dict[str, str]) -> Path:
+    """A minimal wheel of the distribution ``name`` holding ``files`` (another project's, for instance)."""
+    info = f"{name.replace('-', '_')}-1.0.dist-info"
+    contents = {
+        **files,
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    wheel = folder / f"{info.removesuffix('.dist-info')}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path, text in contents.items():
+            archive.writestr(path, text)
+        archive.writestr(f"{info}/RECORD", "".join(f"{path},,\n" for path in [*contents, f"{info}/RECORD"]))
+    return wheel
+
+
+def test_a_package_installed_over_ours_is_named_by_the_command_instead_of_an_import_error(built, tmp_path):
+    # Another project's distribution shipping a top-level `consumer` package: pip writes its __init__.py over ours
+    # without a warning, and every file of ours it does not replace stays (the command's module among them).
+    other = a_wheel(tmp_path, "other-consumer", {"consumer/__init__.py": '"""Another project\'s consumer."""\n'})
+    venv = tmp_path / "venv"
+    assert run(sys.executable, "-m", "venv", "--without-pip", venv).returncode == 0
+    # A user's environment: no PYTHONPATH naming this checkout, whose metadata pip would take for an installed copy.
+    env = {**user_env(Installed(venv / "bin" / "python", venv / "bin")), "PIP_CONFIG_FILE": os.devnull}
+    for wheel in (built.wheel, other):  # ours first, then the other over it
+        pip = run(sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "--no-index",
+                  "--no-deps", "--no-compile", "--disable-pip-version-check", wheel, env=env)  # fmt: skip
+        assert pip.returncode == 0, pip.stdout + pip.stderr
+    assert (venv / "bin" / "idempotent-consumer").exists(), "our wheel was not installed"
+    result = run(venv / "bin" / "idempotent-consumer", "--version", cwd=tmp_path, env=env)
+    assert result.returncode == 1
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    assert result.stderr == (
+        "idempotent-consumer: another installed package ships a top-level 'consumer' package: other-consumer; its "
+        f"files replaced idempotent-consumer's in {site / 'consumer'}, so the two cannot share an environment. "
+        "Uninstall it (pip uninstall other-consumer), then reinstall idempotent-consumer (pip install "
+        "--force-reinstall idempotent-consumer), or give each its own virtual environment\n"
+    )

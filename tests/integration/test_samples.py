@@ -3,8 +3,11 @@ redelivery in a new process, and the poison record reported; side effects counte
 
 from __future__ import annotations
 
+import base64
+import importlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +20,7 @@ from samples.ledger import Ledger
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = ROOT / "samples" / "events"
+SAMPLE_MODULES = sorted(p.stem for p in (ROOT / "samples").glob("*.py") if p.stem not in {"__init__", "ledger", "demo"})
 
 
 def seq(n: int) -> str:
@@ -106,3 +110,33 @@ def test_make_demo_tells_the_story(tmp_path):
     assert out.count("FAILED    order o-1003") == 2
     assert "Payments ledger: 3 charges for 3 orders." in out
     assert result.stderr == ""
+
+
+def _payloads(sample: str, event: dict) -> list[dict]:
+    """The payload of each record of ``event``, where the sample's source carries it (a record without one left out)."""
+    if sample == "eventbridge_target":
+        return [event["detail"]]
+    if sample == "kinesis_clickstream":  # a record whose data is not JSON: the poison record
+        data = [base64.b64decode(r["kinesis"]["data"]) for r in event["Records"]]
+        return [json.loads(d) for d in data if d.startswith(b"{")]
+    if sample == "dynamodb_stream_audit":
+        images = [r["dynamodb"].get("NewImage") or r["dynamodb"].get("OldImage") for r in event["Records"]]
+        return [image for image in images if image is not None]  # a change without its image: the poison record
+    if sample == "kafka_orders":
+        return [json.loads(base64.b64decode(r["value"])) for rs in event["records"].values() for r in rs]
+    return [json.loads(r["body"]) for r in event["Records"]]
+
+
+@pytest.mark.parametrize("sample", SAMPLE_MODULES)
+def test_each_sample_names_the_payload_it_expects_and_its_event_carries_it(sample):
+    doc = importlib.import_module(f"samples.{sample}").__doc__
+    found = re.search(
+        r"\nPayload: (?P<where>.*?)\(``(?P<event>[^`]+)``\)::\n\n    (?P<example>\{.*?\})\n", doc, re.DOTALL
+    )
+    assert found, f"samples/{sample}.py: its docstring names no payload"
+    assert found["event"] == f"samples/events/{sample}.json"
+    example = set(json.loads(found["example"]))
+    payloads = _payloads(sample, json.loads((ROOT / found["event"]).read_text()))
+    assert payloads
+    assert all(set(payload) <= example for payload in payloads), payloads  # no field the docstring does not name
+    assert any(set(payload) == example for payload in payloads), payloads  # and the example is a real one

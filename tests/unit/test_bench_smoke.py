@@ -19,14 +19,22 @@ def smoke_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("bench")
     out, picture = folder / "rows.json", folder / "bench.png"
     command = [str(BENCH_PYTHON), "bench/run.py", "--smoke", "--json", str(out), "--plot", str(picture)]
+    before = {p.name for p in ROOT.iterdir()}
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=dict(os.environ), timeout=600,
                             check=False)  # fmt: skip
     assert result.returncode == 0, result.stderr
-    return result.stdout, {row["scenario"]: row for row in json.loads(out.read_text())}, picture
+    left = {p.name for p in ROOT.iterdir()} - before
+    return result.stdout, {row["scenario"]: row for row in json.loads(out.read_text())}, picture, left
+
+
+def test_bench_smoke_run_leaves_no_build_folder_in_the_checkout(smoke_run):
+    # A build/ folder in the checkout is what `python -m build` run there imports instead of the build package.
+    *_, left = smoke_run
+    assert "build" not in left
 
 
 def test_bench_smoke_run_measures_both_libraries(smoke_run):
-    stdout, rows, _ = smoke_run
+    stdout, rows, *_ = smoke_run
     assert "aws-lambda-powertools 3.37.0" in stdout
     for row in rows.values():
         assert row["ours"] != "-", row
@@ -41,7 +49,7 @@ def test_bench_smoke_run_measures_both_libraries(smoke_run):
 
 
 def test_bench_smoke_run_measures_the_async_rows(smoke_run):
-    _, rows, _ = smoke_run
+    _, rows, *_ = smoke_run
     async_rows = [row for name, row in rows.items() if name.startswith("async")]
     kinds = [row["scenario"].split(",")[0].split(":")[0] for row in async_rows]
     assert kinds == ["async overhead"] + ["async latency"] * 4
@@ -57,7 +65,7 @@ def test_bench_smoke_run_measures_the_async_rows(smoke_run):
 
 
 def test_bench_smoke_run_measures_the_redis_rows(smoke_run):
-    stdout, rows, _ = smoke_run
+    stdout, rows, *_ = smoke_run
     assert "redis 8.1.0" in stdout
     trips = [rows[f"Redis round trips/record, {what}"] for what in ("first delivery", "duplicate", "cached duplicate")]
     assert [row["ours"] for row in trips] == [2, 1, 0]
@@ -74,7 +82,7 @@ def test_bench_smoke_run_measures_the_redis_rows(smoke_run):
 
 
 def test_bench_smoke_run_measures_cold_start_end_to_end(smoke_run):
-    _, rows, _ = smoke_run
+    _, rows, *_ = smoke_run
     cold = [row for name, row in rows.items() if name.startswith("cold start end to end")]
     assert len(cold) == 3
     times, ratios, spread = cold
@@ -94,7 +102,7 @@ def test_bench_smoke_run_measures_cold_start_end_to_end(smoke_run):
 
 
 def test_bench_smoke_run_draws_the_picture_where_it_is_told(smoke_run):
-    stdout, rows, picture = smoke_run
+    stdout, rows, picture, _ = smoke_run
     assert picture.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     assert f"picture: {picture}" in stdout
     # The points it draws: per-record time by batch size, and the 10-record latency against its floor.

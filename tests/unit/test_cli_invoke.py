@@ -81,6 +81,67 @@ def test_invoke_runs_the_async_sample_and_its_second_run_replays(tmp_path):
     }
 
 
+def story_of(stderr):
+    """invoke's story on stderr: {delivery: {item identifier: words}} (the library's own log lines left out)."""
+    deliveries, current = {}, None
+    for line in stderr.splitlines():
+        if line.startswith("delivery "):
+            current = deliveries.setdefault(int(line.split()[1]), {})
+        elif line.startswith("  ") and current is not None and "  " in line.strip():
+            item, words = line.strip().split("  ", 1)
+            current[item] = words.strip()
+        else:
+            current = None
+    return deliveries
+
+
+def test_repeat_tells_what_became_of_each_record_on_each_delivery(tmp_path):
+    event = json.loads((ROOT / "samples/events/sqs_orders.json").read_text())
+    ids = [r["messageId"] for r in event["Records"]]  # o-1001, o-1002, o-1001 again, o-1003 (poison), o-1004
+    result = cli(tmp_path, "invoke", "samples.sqs_orders:handler", "--event",
+                 str(ROOT / "samples/events/sqs_orders.json"), "--repeat", "2", "--store", "sqlite:///store.sqlite3",
+                 env={"SAMPLES_LEDGER": str(tmp_path / "ledger.sqlite3")})  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert len(result.stdout.splitlines()) == 2  # one response per delivery, as JSON lines
+    poison = "failed: ValueError: order o-1003: amount must be positive, got -5.0"
+    ran, replayed = "ran and committed", "replayed: completed before, the handler did not run"
+    assert story_of(result.stderr) == {
+        1: dict(zip(ids, [ran, ran, replayed, poison, ran], strict=True)),
+        2: dict(zip(ids, [replayed, replayed, replayed, poison, replayed], strict=True)),
+    }
+
+
+APP_WITH_A_BATCH = """
+from consumer import BatchProcessor, EventType, process_partial_response
+from persistence import store_from_url
+
+processor = BatchProcessor(EventType.SQS, store=store_from_url())
+
+def handler(event, context):
+    return process_partial_response(event, lambda record: record.body, processor, context)
+"""
+
+
+def test_a_batch_that_fails_whole_is_shown_on_every_delivery_and_the_repeat_goes_on(tmp_path):
+    # Every record is deferred (0.5 s left, under the 1 s deadline margin): the whole batch fails and the processor
+    # raises BatchProcessingError, as it does on Lambda, where the invocation fails and every record comes back.
+    (tmp_path / "batch_app.py").write_text(APP_WITH_A_BATCH)
+    records = [{"messageId": f"m-{i}", "body": str(i), "attributes": {}, "eventSource": "aws:sqs"} for i in (1, 2)]
+    (tmp_path / "event.json").write_text(json.dumps({"Records": records}))
+    result = cli(tmp_path, "invoke", "batch_app:handler", "--event", "event.json", "--repeat", "2", "--timeout", "0.5")
+    assert result.returncode == 1
+    assert result.stdout == ""  # no response: each invocation raised
+    deferred = "deferred: too little time was left before the Lambda deadline"
+    assert story_of(result.stderr) == {n: {"m-1": deferred, "m-2": deferred} for n in (1, 2)}
+    raised = [line for line in result.stderr.splitlines() if line.startswith("idempotent-consumer: ")]
+    assert [line.split(" raised ")[0] for line in raised] == ["idempotent-consumer: invocation 1",
+                                                              "idempotent-consumer: invocation 2"]  # fmt: skip
+    assert all("BatchProcessingError: all 2 records failed" in line for line in raised), raised
+    assert all(line.endswith("Lambda counts the invocation failed and delivers the whole event again, every "
+                             "record of it") for line in raised)  # fmt: skip
+    assert "Outcome." not in result.stderr
+
+
 def test_event_from_stdin_and_memory_store(tmp_path):
     result = cli(tmp_path, "invoke", "app:handler", "--event", "-", "--store", "memory://", stdin='{"id": "e-2"}')
     assert json.loads(result.stdout)["seen"] == "e-2"
@@ -91,7 +152,10 @@ def test_handler_failure_is_one_line_and_exit_1(tmp_path):
     (tmp_path / "event.json").write_text("{}")
     result = cli(tmp_path, "invoke", "app:boom", "--event", "event.json")
     assert result.returncode == 1
-    assert result.stderr == "idempotent-consumer: invocation 1 raised RuntimeError: downstream is down\n"
+    assert result.stderr == (
+        "idempotent-consumer: invocation 1 raised RuntimeError: downstream is down; Lambda counts the invocation"
+        " failed and delivers the whole event again, every record of it\n"
+    )
 
 
 def test_debug_shows_the_traceback(tmp_path):
@@ -184,3 +248,51 @@ def test_debug_is_taken_before_or_after_the_command(argv, debug):
     from consumer.cli import build_parser  # noqa: PLC0415 - this test's alone
 
     assert build_parser().parse_args(argv).debug is debug
+
+
+def test_every_option_and_argument_of_every_command_has_help_text():
+    import argparse  # noqa: PLC0415 - this test's alone
+
+    from consumer.cli import build_parser  # noqa: PLC0415 - this test's alone
+
+    def walk(parser, path):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield from walk(sub, [*path, name])
+            elif not isinstance(action, argparse._HelpAction):
+                yield " ".join(path), action
+
+    walked = list(walk(build_parser(), ["idempotent-consumer"]))
+    assert len(walked) >= 25
+    silent = [f"{path} {action.option_strings or action.dest}" for path, action in walked
+              if not action.help or action.help == argparse.SUPPRESS]  # fmt: skip
+    assert silent == []
+
+
+HOSTILE_APP = """
+from consumer import BatchProcessor, EventType, process_partial_response
+from persistence import store_from_url
+
+processor = BatchProcessor(EventType.SQS, store=store_from_url())
+
+def fail(record):
+    raise ValueError(record.body)
+
+def handler(event, context):
+    return process_partial_response(event, fail, processor, context)
+"""
+
+
+def test_the_story_keeps_a_producers_line_breaks_on_their_line(tmp_path):
+    # What a record's error quotes is a producer's: a line break in it must not start a forged line of the story.
+    (tmp_path / "hostile_app.py").write_text(HOSTILE_APP)
+    forged = "bad\n  m-2  ran and committed\n[INFO] batch processed"
+    records = [{"messageId": "m-1", "body": forged, "attributes": {}, "eventSource": "aws:sqs"}]
+    (tmp_path / "event.json").write_text(json.dumps({"Records": records}))
+    result = cli(tmp_path, "invoke", "hostile_app:handler", "--event", "event.json", "--store", "memory://")
+    assert result.returncode == 1
+    assert story_of(result.stderr) == {1: {"m-1": "failed: ValueError: bad\\u000a  m-2  ran and committed\\u000a"
+                                               "[INFO] batch processed"}}  # fmt: skip
+    # (The library's own log line carries the traceback, whose last lines are the exception's text, as Python
+    # prints it: that text is not a line of the story.)

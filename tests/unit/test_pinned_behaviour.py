@@ -442,7 +442,18 @@ def test_an_entire_batch_deferred_says_why_each_record_did_not_run(store):
     ((item_id, error),) = caught.value.errors
     assert item_id == "m-1"
     assert isinstance(error, RuntimeError)
-    assert "deferred" in str(error).lower()
+    assert str(error) == "not run: deferred, too little time was left before the Lambda deadline"
+    assert "Outcome." not in str(caught.value)
+
+
+def test_an_entire_fifo_batch_failure_names_the_skipped_records_outcome_in_words(store):
+    event = sqs_event(sqs_record("m-1", 1, group="A"), sqs_record("m-2", 2, group="A"))
+    with pytest.raises(BatchProcessingError) as caught:
+        process_partial_response(event, _fail, BatchProcessor(EventType.SQS_FIFO, store=store))
+    assert str(caught.value) == (
+        "all 2 records failed (m-1: ValueError('m-1'); "
+        "m-2: RuntimeError('not run: skipped, an earlier record it must not overtake failed'))"
+    )
 
 
 def test_the_summary_duration_is_the_call_in_milliseconds_rounded_to_microseconds(store, monkeypatch):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 import importlib
 import inspect
+import json
+import os
 import shutil
 import subprocess
 import sys
@@ -47,6 +49,9 @@ class _NoManagedPolicies:
 def test_sam_transforms_it_into_plain_cloudformation(template):
     packaged = copy.deepcopy(dict(template))  # as `sam package` leaves it: code uploaded to S3
     packaged["Globals"]["Function"]["CodeUri"] = "s3://artifacts/idempotent-consumer.zip"
+    for resource in packaged["Resources"].values():
+        if resource["Type"] == "AWS::Serverless::LayerVersion":
+            resource["Properties"]["ContentUri"] = "s3://artifacts/idempotent-consumer-layer.zip"
     output = transform(packaged, {}, _NoManagedPolicies())
     types = {r["Type"] for r in output["Resources"].values()}
     assert "AWS::Serverless::Function" not in types
@@ -130,3 +135,59 @@ def test_the_alarms_watch_metrics_the_functions_write(template):
         assert dimensions["EventSource"] == SOURCES[event["Type"]], name
         assert alarm["Statistic"] == "Sum", name
         assert alarm["TreatMissingData"] == "notBreaching", name  # a quiet queue is not an alarm
+
+
+def run_make(target: str, artifacts: Path) -> None:
+    # Offline, as make test runs: pip builds the layer's wheel with this environment's setuptools and fetches
+    # nothing (sam build lets pip fetch the build backend from the package index).
+    env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_NO_BUILD_ISOLATION": "0", "PIP_CONFIG_FILE": os.devnull}
+    result = subprocess.run(["make", "-s", "-C", str(ROOT), target, f"ARTIFACTS_DIR={artifacts}",
+                             f"PYTHON={sys.executable}"], capture_output=True, text=True, env=env, check=False,
+                            timeout=300)  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def files_under(folder: Path) -> set[str]:
+    return {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_sam_build_ships_the_samples_in_each_function_and_the_library_in_one_layer(template, tmp_path):
+    """What `sam build` runs, target by target: a function holds samples/*.py, the layer the library; both work."""
+    (layer_name,) = [n for n, r in template["Resources"].items() if r["Type"] == "AWS::Serverless::LayerVersion"]
+    assert template["Globals"]["Function"]["CodeUri"] == "samples/"
+    assert template["Globals"]["Function"]["Layers"] == [{"Ref": layer_name}]
+    for name in [layer_name, *functions(template)]:
+        metadata = template["Resources"][name]["Metadata"]
+        assert (metadata["BuildMethod"], metadata["ContextPath"]) == ("makefile", "."), name  # the Makefile's targets
+    run_make(f"build-{layer_name}", tmp_path / "layer")
+    sources = {
+        p.relative_to(ROOT).as_posix()
+        for package in ("consumer", "persistence")
+        for p in (ROOT / package).rglob("*")
+        if p.suffix in {".py", ".typed"} and "__pycache__" not in p.parts
+    }
+    in_layer = files_under(tmp_path / "layer")
+    assert {f.removeprefix("python/") for f in in_layer if not f.startswith("python/idempotent_consumer-")} == sources
+    assert not (ROOT / "build").exists()  # built from a copy: no build/ folder to shadow `python -m build` here
+    samples = {p.relative_to(ROOT).as_posix() for p in (ROOT / "samples").glob("*.py")}
+    for name in functions(template):
+        run_make(f"build-{name}", tmp_path / name)
+        assert files_under(tmp_path / name) == samples, name
+    # As Lambda runs them: the function's folder, then the layer's python/ (boto3 comes with the runtime).
+    sqs = tmp_path / "SqsOrdersFunction"
+    code = (
+        "import json, sys, consumer, samples.sqs_orders as s\n"
+        "from consumer.local_context import LocalContext\n"
+        "print(consumer.__file__, s.__file__)\n"
+        "print(json.dumps(s.handler(json.load(open(sys.argv[1])), LocalContext())))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": f"{sqs}{os.pathsep}{tmp_path / 'layer' / 'python'}",
+           "IDEMPOTENCY_STORE_URL": "memory://", "SAMPLES_LEDGER": str(tmp_path / "ledger.sqlite3")}  # fmt: skip
+    result = subprocess.run([sys.executable, "-c", code, str(ROOT / "samples/events/sqs_orders.json")], cwd=tmp_path,
+                            env=env, capture_output=True, text=True, check=False, timeout=60)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    where, response = result.stdout.splitlines()
+    library, sample = where.split()
+    assert Path(library).is_relative_to(tmp_path / "layer"), where
+    assert Path(sample).is_relative_to(sqs), where
+    assert json.loads(response) == {"batchItemFailures": [{"itemIdentifier": "1e7f9a3b-8c2d-4f5e-b6a0-3d4c5e6f7a04"}]}
