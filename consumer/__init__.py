@@ -27,6 +27,7 @@ from consumer._context import (
 )
 from consumer._errors import (
     AlreadyProcessed,
+    DataArgumentError,
     DecodeLimitError,
     IdempotencyAlreadyInProgressError,
     IdempotencyConfigError,
@@ -57,6 +58,7 @@ from consumer.batch import (
     BatchSummary,
     PartialBatchResponse,
     SqsFifoPartialProcessor,
+    UnexpectedBatchTypeError,
     process_partial_response,
 )
 from consumer.config import IdempotencyConfig, ResponseHook
@@ -116,6 +118,7 @@ __all__ = [
     "BatchProcessor",
     "BatchSummary",
     "Clock",
+    "DataArgumentError",
     "DecodeLimitError",
     "DynamoDBStreamRecord",
     "EventType",
@@ -155,6 +158,7 @@ __all__ = [
     "ResponseHook",
     "SQSRecord",
     "SqsFifoPartialProcessor",
+    "UnexpectedBatchTypeError",
     "async_batch_processor",
     "async_process_partial_response",
     "batch_processor",

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias, TypedDict
 
 from consumer._batch_run import Item, Outcome
+from consumer._errors import UnexpectedBatchTypeError
 from consumer.event_sources import EventType, item_identifier, ordering_key, parse_record
-from persistence import IdempotencyError, LockLostError
+from persistence import LockLostError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -19,9 +20,6 @@ if TYPE_CHECKING:
     from aws_lambda_typing.events import DynamoDBStreamEvent, KinesisStreamEvent, SQSEvent
 
     from consumer._kafka import KafkaItemIdentifier
-
-_ERRORS_SHOWN = 3  # causes named in a BatchProcessingError's message (all are in .errors)
-
 
 #: The events a batch processor takes (aws-lambda-typing's TypedDicts; plain dicts work the same).
 BatchEvent: TypeAlias = "SQSEvent | KinesisStreamEvent | DynamoDBStreamEvent | Mapping[str, Any]"
@@ -37,27 +35,6 @@ class PartialBatchResponse(TypedDict):
     """What a handler returns with ``FunctionResponseTypes: [ReportBatchItemFailures]``."""
 
     batchItemFailures: list[BatchItemFailure]
-
-
-class BatchEventError(IdempotencyError, ValueError):
-    """The event as a whole is unusable (no ``Records``, a record without its identifier)."""
-
-
-class BatchProcessingError(IdempotencyError):
-    """Every record of the batch failed. ``errors`` maps each record's identifier to its cause.
-
-    Attributes:
-        errors: ``(item identifier, exception)`` for every failed record.
-        response: The partial batch response that would have been returned.
-    """
-
-    def __init__(self, errors: list[tuple[str, BaseException]], response: PartialBatchResponse) -> None:
-        """Build the error from every record's cause."""
-        shown = "; ".join(f"{item_id}: {error!r}" for item_id, error in errors[:_ERRORS_SHOWN])
-        more = "; ..." if len(errors) > _ERRORS_SHOWN else ""
-        super().__init__(f"all {len(errors)} records failed ({shown}{more})")
-        self.errors = errors
-        self.response = response
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,26 +69,36 @@ def summarize(event_type: EventType, items: list[Item], duration_ms: float) -> B
 
 
 def records_of(event: BatchEvent, event_type: EventType) -> list[Any]:
+    """The event's records; an event without them (none at all included: Lambda never sends an empty batch) is
+    refused with the words Powertools' ``UnexpectedBatchTypeError`` starts with."""  # noqa: D205, D209 - one sentence
     if event_type is EventType.KAFKA:
         from consumer._kafka import kafka_records  # noqa: PLC0415 - with the first Kafka batch: SQS never needs it
 
         try:
-            return kafka_records(event if isinstance(event, dict) else {})
+            records = kafka_records(event if isinstance(event, dict) else {})
         except ValueError as e:
-            raise BatchEventError(f"{e}: is this a Kafka event (MSK or self-managed)?") from e
-    records = event.get("Records") if isinstance(event, dict) else None
-    if not isinstance(records, list):
-        raise BatchEventError(
-            "the event has no 'Records' list: is this a batch (SQS, Kinesis, DynamoDB Streams; Kafka: EventType.KAFKA)?"
+            raise UnexpectedBatchTypeError(
+                f"Invalid Kafka event structure: {e}: is this a Kafka event (MSK or self-managed)?"
+            ) from e
+        if not records:
+            raise UnexpectedBatchTypeError("Invalid Kafka event structure: its 'records' object holds no record")
+        return records
+    listed = event.get("Records") if isinstance(event, dict) else None
+    if not isinstance(listed, list):
+        raise UnexpectedBatchTypeError(
+            "Unexpected batch event type: the event has no 'Records' list: is this a batch (SQS, Kinesis, "
+            "DynamoDB Streams; Kafka: EventType.KAFKA)?"
         )
-    return records
+    if not listed:
+        raise UnexpectedBatchTypeError("Unexpected batch event type: the event's 'Records' list is empty")
+    return listed
 
 
 def checked_records(records: Any) -> list[Any]:
     """The records handed to ``processor(records, handler)`` (Powertools' older form): the event's list of them."""
     if not isinstance(records, list):
         msg = f"processor(records, handler) takes the event's list of records, got {type(records).__name__}"
-        raise BatchEventError(msg)
+        raise UnexpectedBatchTypeError(msg)
     return records
 
 
@@ -120,20 +107,22 @@ def _parse_one(event_type: EventType, index: int, raw: Any) -> Item:
     # invocation, so the batch is redelivered rather than lose it.
     if not isinstance(raw, dict):
         msg = f"record {index} of the batch is not a {event_type.value} record: not an object, got {type(raw).__name__}"
-        raise BatchEventError(msg)
+        raise UnexpectedBatchTypeError(msg)
     try:
         record = parse_record(event_type, raw)
     except KeyError as e:
-        raise BatchEventError(f"record {index} of the batch is not a {event_type.value} record: missing {e}") from e
+        msg = f"record {index} of the batch is not a {event_type.value} record: missing {e}"
+        raise UnexpectedBatchTypeError(msg) from e
     except (TypeError, AttributeError) as e:
         msg = f"record {index} of the batch is not a {event_type.value} record: a field of the wrong type ({e})"
-        raise BatchEventError(msg) from e
+        raise UnexpectedBatchTypeError(msg) from e
     except ValueError as e:  # a field that is there but unusable (a Kafka value that is not base64)
-        raise BatchEventError(f"record {index} of the batch is not a usable {event_type.value} record: {e}") from e
+        msg = f"record {index} of the batch is not a usable {event_type.value} record: {e}"
+        raise UnexpectedBatchTypeError(msg) from e
     item_id = item_identifier(record)
     if not isinstance(item_id, str) or not item_id:
         # Lambda could not tell which record failed: fail the invocation, as for a missing identifier.
-        raise BatchEventError(f"record {index} of the batch has no usable identifier: {item_id!r}")
+        raise UnexpectedBatchTypeError(f"record {index} of the batch has no usable identifier: {item_id!r}")
     return Item(raw, record, item_id, ordering_key(record))
 
 

@@ -7,7 +7,10 @@ from typing import TYPE_CHECKING, Any
 from persistence import IdempotencyError, PersistenceLayerError
 
 if TYPE_CHECKING:
+    from consumer._batch_event import PartialBatchResponse
     from persistence import IdempotencyRecord
+
+_ERRORS_SHOWN = 3  # causes named in a BatchProcessingError's message (all are in .errors)
 
 
 class IdempotencyKeyError(IdempotencyError):
@@ -112,6 +115,14 @@ class InvalidResultError(IdempotencyError, TypeError):
     """
 
 
+class DataArgumentError(IdempotencyError, TypeError, RuntimeError):
+    """An ``@idempotent_function`` was called without its data as the keyword argument it names: nothing ran.
+
+    A ``TypeError`` here (a call that does not fit the function) and a ``RuntimeError`` as Powertools raises it,
+    so an ``except`` written for either catches it.
+    """
+
+
 class IdempotencyModelTypeError(IdempotencyConfigError, TypeError):
     """An output serializer was given a type it cannot serialize (not a dataclass, not a Pydantic model, a union)."""
 
@@ -135,6 +146,53 @@ class ResponseDecodeError(IdempotencyError, ValueError):
     serializer's error is not chained (neither ``__cause__`` nor ``__context__``): its text, a Pydantic
     ``input_value`` for one, quotes the stored response, and a logged traceback would print it.
     """  # noqa: D205 - the summary needs two lines
+
+
+class BatchProcessingError(IdempotencyError):
+    """Every record of the batch failed. ``errors`` maps each record's identifier to its cause.
+
+    Its subclass :class:`UnexpectedBatchTypeError` says the event could not be answered record by record at all.
+
+    Attributes:
+        errors: ``(item identifier, exception)`` for every failed record (empty for an unusable event).
+        response: The partial batch response that would have been returned; ``None`` for an unusable event, which
+            has none: let that error fail the invocation (a ``None`` returned to Lambda reads as a success).
+    """
+
+    response: PartialBatchResponse | None
+
+    def __init__(self, errors: list[tuple[str, BaseException]], response: PartialBatchResponse) -> None:
+        """Build the error from every record's cause."""
+        shown = "; ".join(f"{item_id}: {error!r}" for item_id, error in errors[:_ERRORS_SHOWN])
+        more = "; ..." if len(errors) > _ERRORS_SHOWN else ""
+        # Powertools' first words: code may match on them.
+        super().__init__(f"All records failed processing. {len(errors)} records, their causes: {shown}{more}")
+        self.errors = errors
+        self.response = response
+
+
+class UnexpectedBatchTypeError(BatchProcessingError, ValueError):
+    """The event cannot be answered record by record, so the invocation fails and the whole batch comes back.
+
+    An event without its records (no ``Records`` list, a Kafka event without its ``records`` object, or with
+    none in it), or a record that cannot be read or lacks its identifier, is not a batch Lambda sends. This is
+    Powertools' name and place: a :class:`BatchProcessingError` (``errors`` empty, ``response`` ``None``), and
+    also a ``ValueError``. ``BatchEventError`` is another name of this class.
+    """
+
+    def __init__(self, message: str) -> None:
+        """Build the error.
+
+        Args:
+            message: What is wrong with the event, naming the record where one is at fault.
+        """
+        IdempotencyError.__init__(self, message)
+        self.errors = []
+        self.response = None
+
+
+#: Our first name of :class:`UnexpectedBatchTypeError` (the same class).
+BatchEventError = UnexpectedBatchTypeError
 
 
 # -- Powertools' names ------------------------------------------------------------------------------------------

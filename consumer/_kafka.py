@@ -17,6 +17,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from consumer.event_sources import RawEventView
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -61,7 +63,7 @@ def kafka_records(event: Mapping[str, Any]) -> list[Any]:
     records = event.get("records")
     if not isinstance(records, Mapping):
         msg = f"the Kafka event has no 'records' object (topic-partition to records), got {type(records).__name__}"
-        raise ValueError(msg)  # noqa: TRY004 - the event is unusable, reported as BatchEventError (a ValueError)
+        raise ValueError(msg)  # noqa: TRY004 - the event is unusable, reported as UnexpectedBatchTypeError (a ValueError)
     origin = {field: event[field] for field in _EVENT_FIELDS if field in event}
     if isinstance(origin.get("bootstrapServers"), str):  # part of the default key: the same brokers in any order
         origin["bootstrapServers"] = ",".join(sorted({b.strip() for b in origin["bootstrapServers"].split(",")}))
@@ -69,7 +71,7 @@ def kafka_records(event: Mapping[str, Any]) -> list[Any]:
     for partition, chunk in records.items():
         if not isinstance(chunk, list):
             msg = f"the Kafka event's records of {partition!r} are not a list, got {type(chunk).__name__}"
-            raise ValueError(msg)  # noqa: TRY004 - the event is unusable, reported as BatchEventError (a ValueError)
+            raise ValueError(msg)  # noqa: TRY004 - the event is unusable, reported as UnexpectedBatchTypeError (a ValueError)
         flat.extend({**origin, **record} if isinstance(record, Mapping) else record for record in chunk)
     return flat
 
@@ -148,7 +150,7 @@ class KafkaHeaders(Mapping[str, bytes]):
             return cls()
         if not isinstance(raw, list):
             msg = f"headers are not a list, got {type(raw).__name__}"
-            raise ValueError(msg)  # noqa: TRY004 - reported as BatchEventError (a ValueError)
+            raise ValueError(msg)  # noqa: TRY004 - reported as UnexpectedBatchTypeError (a ValueError)
         pairs: list[tuple[str, bytes]] = []
         for entry in raw:
             if not isinstance(entry, Mapping):
@@ -189,7 +191,7 @@ def _b64(raw: Mapping[str, Any], field: str) -> bytes | None:
         return None
     if not isinstance(value, str):
         msg = f"{field} is not base64 text, got {type(value).__name__}"
-        raise ValueError(msg)  # noqa: TRY004 - reported as BatchEventError (a ValueError)
+        raise ValueError(msg)  # noqa: TRY004 - reported as UnexpectedBatchTypeError (a ValueError)
     try:
         return base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError) as e:
@@ -206,8 +208,13 @@ def _int(raw: Mapping[str, Any], field: str) -> int:
 
 
 @dataclass(frozen=True, slots=True)
-class KafkaRecord:
-    """A Kafka record (Amazon MSK or self-managed Apache Kafka), decoded.
+class KafkaRecord(RawEventView):
+    """A Kafka record (Amazon MSK or self-managed Apache Kafka), as Powertools' ``KafkaEventRecord`` has it.
+
+    ``key``, ``value`` and ``headers`` are what the event carries (base64 text, and the headers' list of byte
+    arrays); ``decoded_key``, ``decoded_value`` and ``decoded_headers`` are their decoded forms, checked when the
+    record is read (a record whose key or value is not base64 is refused then). ``record["topic"]`` and the like
+    read the record as its event carries it.
 
     ``raw`` is the record as Lambda sent it; in a batch, with its event's ``eventSource`` and cluster
     (``eventSourceArn``, ``bootstrapServers``), which keys select (see :func:`kafka_records`).
@@ -218,14 +225,15 @@ class KafkaRecord:
         offset: The record's offset in its partition.
         timestamp: Epoch milliseconds.
         timestamp_type: ``CREATE_TIME`` or ``LOG_APPEND_TIME``.
-        key: The record key, decoded; ``None`` when the producer set none.
-        value: The record value, decoded; ``None`` for a tombstone (null value).
-        headers: The headers by case-insensitive name, each value its raw bytes (never decoded as text, so a
-            binary value reads as well as any; a repeated name answers its last value, ``headers.get_all(name)``
-            gives every one).
+        decoded_key: The record key, decoded; ``None`` when the producer set none.
+        decoded_value: The record value, decoded; ``None`` for a tombstone (null value).
+        decoded_headers: The headers by case-insensitive name, each value its raw bytes (never decoded as text,
+            so a binary value reads as well as any; a repeated name answers its last value,
+            ``decoded_headers.get_all(name)`` gives every one).
     """
 
     __keyed_by_raw__ = True  # keys see key_data(): its raw event (the same on every delivery)
+    _ADDED = frozenset(_EVENT_FIELDS)  # record["eventSource"] and the like: the event's, not the record's
 
     raw: Mapping[str, Any]
     topic: str
@@ -233,9 +241,27 @@ class KafkaRecord:
     offset: int
     timestamp: int | None
     timestamp_type: str | None
-    key: bytes | None
-    value: bytes | None
-    headers: KafkaHeaders
+    decoded_key: bytes | None
+    decoded_value: bytes | None
+    decoded_headers: KafkaHeaders
+
+    @property
+    def key(self) -> str | None:
+        """The record key as the event carries it: base64 text; ``None`` when the producer set none."""
+        key: str | None = self.raw.get("key")
+        return key
+
+    @property
+    def value(self) -> str | None:
+        """The record value as the event carries it: base64 text; ``None`` for a tombstone."""
+        value: str | None = self.raw.get("value")
+        return value
+
+    @property
+    def headers(self) -> list[dict[str, list[int]]] | None:
+        """The headers as the event carries them: single-entry objects of byte arrays (``None`` when absent)."""
+        headers: list[dict[str, list[int]]] | None = self.raw.get("headers")
+        return headers
 
     @property
     def topic_partition(self) -> str:
@@ -244,20 +270,20 @@ class KafkaRecord:
 
     @property
     def text(self) -> str:
-        """The value as UTF-8 text (``""`` for a tombstone)."""
-        return (self.value or b"").decode()
+        """The decoded value as UTF-8 text (``""`` for a tombstone)."""
+        return (self.decoded_value or b"").decode()
 
     @property
     def json_value(self) -> Any:
-        """The value parsed as JSON (parsed on each access).
+        """The decoded value parsed as JSON (parsed on each access).
 
         Raises:
             ValueError: The value is a tombstone or not JSON.
         """
-        if self.value is None:
+        if self.decoded_value is None:
             msg = f"Kafka record {self.topic_partition}@{self.offset} is a tombstone (null value): no JSON"
             raise ValueError(msg)
-        return json.loads(self.value)
+        return json.loads(self.decoded_value)
 
     def key_data(self) -> Mapping[str, Any]:
         """The record as idempotency keys see it: its raw event, the same on every delivery."""
@@ -293,7 +319,7 @@ class KafkaRecord:
             offset=offset,
             timestamp=timestamp if isinstance(timestamp, int) else None,
             timestamp_type=raw.get("timestampType"),
-            key=key,
-            value=value,
-            headers=headers,
+            decoded_key=key,
+            decoded_value=value,
+            decoded_headers=headers,
         )

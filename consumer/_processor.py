@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic
 
 from consumer._batch_event import (
-    BatchProcessingError,
     BatchSummary,
     PartialBatchResponse,
     checked_records,
@@ -22,6 +21,7 @@ from consumer._batch_event import (
     summarize,
 )
 from consumer._batch_run import NOT_RUN, Item, RunSettings
+from consumer._errors import BatchProcessingError
 from consumer._handlers import LAMBDA_CONTEXT, OWN, handler_shape, refuse_dropped_cutover
 from consumer._record_model import check_model
 from consumer._report import Reporter, check_hook
@@ -182,7 +182,7 @@ class _Processor(Generic[RecordT]):
         arguments runs it inside the block, each record in its guard as :meth:`process` runs an event's.
 
         Raises:
-            BatchEventError: ``records`` is not a list.
+            UnexpectedBatchTypeError: ``records`` is not a list.
         """
         self._calls.set(_Call(checked_records(records), handler, lambda_context))
         return self

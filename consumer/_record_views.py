@@ -1,7 +1,7 @@
 """Powertools-shaped views of a record: ``record.kinesis``, ``record.dynamodb``.
 
 Code written against Powertools' data classes calls ``record.kinesis.data_as_text()`` and reads
-``record.dynamodb.new_image``; both work here as they do there.
+``record.dynamodb.new_image`` or ``record.kinesis["data"]``; all work here as they do there.
 
 Each view reads the typed record it belongs to; nothing is parsed twice or stored.
 """
@@ -11,15 +11,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from consumer.event_sources import RawEventView
+
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from consumer.event_sources import DynamoDBStreamRecord, KinesisRecord
 
 
 @dataclass(frozen=True, slots=True)
-class KinesisPayload:
+class KinesisPayload(RawEventView):
     """``record.kinesis`` of a :class:`~consumer.KinesisRecord`, as Powertools' ``KinesisStreamRecordPayload``."""
 
     record: KinesisRecord
+
+    @property
+    def raw(self) -> Mapping[str, Any]:
+        """The record's raw ``kinesis`` object."""
+        return self.record.raw["kinesis"]
 
     @property
     def data(self) -> str:
@@ -50,13 +59,18 @@ class KinesisPayload:
 
 
 @dataclass(frozen=True, slots=True)
-class StreamRecordView:
+class StreamRecordView(RawEventView):
     """``record.dynamodb`` of a :class:`~consumer.DynamoDBStreamRecord`, as Powertools' ``StreamRecord``."""
 
     record: DynamoDBStreamRecord
 
     @property
-    def keys(self) -> dict[str, Any]:
+    def raw(self) -> Mapping[str, Any]:
+        """The record's raw ``dynamodb`` object."""
+        return self.record.raw["dynamodb"]
+
+    @property
+    def keys(self) -> dict[str, Any]:  # type: ignore[override] # the item's keys, as on Powertools' StreamRecord
         """The item's key attributes, as plain values."""
         return self.record.keys
 

@@ -215,7 +215,8 @@ class AsyncBatchProcessor(_Processor[RecordT]):
         :meth:`async_process`, Powertools' name, which a sync caller need not await).
 
         Raises:
-            BatchEventError: The event has no ``Records`` list, or a record lacks its identifier.
+            UnexpectedBatchTypeError: The event has no records (no ``Records`` list, or an empty one), or a
+                record cannot be read or lacks its identifier.
             BatchProcessingError: Every record failed (unless ``raise_on_entire_batch_failure=False``).
             TypeError: ``record_handler`` is a generator or async generator function (nothing is run).
             asyncio.CancelledError: The invocation was cancelled; every record still running released its lock.

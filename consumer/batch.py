@@ -7,16 +7,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, overload
 
-from consumer._batch_event import (
-    BatchEvent,
-    BatchEventError,
-    BatchItemFailure,
-    BatchProcessingError,
-    BatchSummary,
-    PartialBatchResponse,
-)
+from consumer._batch_event import BatchEvent, BatchItemFailure, BatchSummary, PartialBatchResponse
 from consumer._batch_run import BatchRun
 from consumer._context import Invocation, lambda_context_of, system_clock
+from consumer._errors import BatchEventError, BatchProcessingError, UnexpectedBatchTypeError
 from consumer._processor import _Processor
 from consumer.event_sources import (
     EventType,
@@ -57,6 +51,7 @@ __all__ = [  # the types of _batch_event are part of this module's API, as they 
     "BatchSummary",
     "PartialBatchResponse",
     "SqsFifoPartialProcessor",
+    "UnexpectedBatchTypeError",
     "process_partial_response",
 ]
 
@@ -230,7 +225,8 @@ class BatchProcessor(_Processor[RecordT]):
         gives the response, and the end of the block raises ``BatchProcessingError`` if every record failed.
 
         Raises:
-            BatchEventError: The event has no ``Records`` list, or a record lacks its identifier.
+            UnexpectedBatchTypeError: The event has no records (no ``Records`` list, or an empty one), or a
+                record cannot be read or lacks its identifier.
             BatchProcessingError: Every record failed (unless ``raise_on_entire_batch_failure=False``).
             TypeError: ``record_handler`` is ``async def`` or a generator function (nothing is run).
         """

@@ -9,7 +9,7 @@ import weakref
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from consumer._context import Invocation, lambda_context_of, system_clock
-from consumer._errors import AlreadyProcessed
+from consumer._errors import AlreadyProcessed, DataArgumentError
 from consumer._handlers import GuardedFunction, is_async, refuse_unrunnable
 from consumer._output import FunctionOutput
 from consumer.config import IdempotencyConfig
@@ -195,6 +195,8 @@ def idempotent_function(
 
     An ``async def`` function is awaited inside the lock (``async with`` the guard), and the decorated
     function is a coroutine function again, so ``await charge(order=...)`` type-checks as before.
+    Called without its data as that keyword argument (``charge({...})``), it raises ``DataArgumentError`` (a
+    ``TypeError``, and a ``RuntimeError`` as in Powertools) and runs nothing.
 
     Raises:
         TypeError: When decorating a generator or async generator function, a function without a name of its
@@ -234,9 +236,12 @@ def idempotent_function(
             prefix = exact_prefix
 
         def guard(kwargs: dict[str, Any]) -> IdempotencyGuard:
-            if data_keyword_argument not in kwargs:
-                msg = f"{resolved_name} is idempotent on {data_keyword_argument!r}: pass it as a keyword argument"
-                raise TypeError(msg)
+            if data_keyword_argument not in kwargs:  # Powertools' words first: code may match on them
+                msg = (
+                    f"Unable to extract {data_keyword_argument!r} from keyword arguments: {resolved_name} is "
+                    f"idempotent on {data_keyword_argument!r}; pass it as a keyword argument"
+                )
+                raise DataArgumentError(msg)
             data = kwargs[data_keyword_argument]
             serializer = output.serializer()
             return IdempotencyGuard(

@@ -7,13 +7,13 @@ import binascii
 import enum
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias, TypeVar, cast
 
 from consumer._attribute_values import deserialize_item
 from consumer._serde import canonical_json
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
 
     from aws_lambda_typing.events.dynamodb_stream import DynamodbRecord
     from aws_lambda_typing.events.kinesis_stream import KinesisStreamRecord
@@ -41,9 +41,71 @@ class EventType(str, enum.Enum):
     Kafka = "kafka"  # noqa: PIE796 - Powertools' name for KAFKA
 
 
+class RawEventView:
+    """Read access to the raw event behind a typed record, as Powertools' data classes give it.
+
+    ``record["body"]``, ``record.get("attributes")``, ``"body" in record``, iterating, ``len(record)``,
+    ``keys()`` / ``values()`` / ``items()`` and ``raw_event`` read the record as its event carries it; the typed
+    attributes are the subclass's own. Nothing is copied or parsed until asked (a Kafka record's ``raw_event``,
+    iteration and ``len`` build the record without the event fields our parser added to it).
+    """
+
+    __slots__ = ()
+
+    #: Fields our parser adds to ``raw`` that the event's record does not carry: this view leaves them out.
+    _ADDED: ClassVar[frozenset[str]] = frozenset()
+
+    if TYPE_CHECKING:
+
+        @property
+        def raw(self) -> Mapping[str, Any]:
+            """The record as the subclass holds it."""
+
+    @property
+    def raw_event(self) -> Mapping[str, Any]:
+        """The record as its event carries it (Powertools' name)."""
+        if not self._ADDED:
+            return self.raw
+        return {name: value for name, value in self.raw.items() if name not in self._ADDED}
+
+    def __getitem__(self, name: str) -> Any:
+        """The raw event's field ``name`` (``KeyError`` when it has none)."""
+        if name in self._ADDED:
+            raise KeyError(name)
+        return self.raw[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """The raw event's field ``name``, or ``default``."""
+        return default if name in self._ADDED else self.raw.get(name, default)
+
+    def __contains__(self, name: object) -> bool:
+        """Whether the raw event has the field ``name``."""
+        return name not in self._ADDED and name in self.raw
+
+    def __iter__(self) -> Iterator[str]:
+        """The raw event's field names."""
+        return iter(self.raw_event)
+
+    def __len__(self) -> int:
+        """How many fields the raw event has."""
+        return len(self.raw_event)
+
+    def keys(self) -> KeysView[str]:
+        """The raw event's field names."""
+        return self.raw_event.keys()
+
+    def values(self) -> ValuesView[Any]:
+        """The raw event's field values."""
+        return self.raw_event.values()
+
+    def items(self) -> ItemsView[str, Any]:
+        """The raw event's ``(name, value)`` pairs."""
+        return self.raw_event.items()
+
+
 @dataclass(frozen=True, slots=True)
-class SQSRecord:
-    """An SQS message. ``raw`` is the record exactly as Lambda delivered it.
+class SQSRecord(RawEventView):
+    """An SQS message. ``raw`` is the record exactly as Lambda delivered it; ``record["body"]`` reads it too.
 
     Attributes:
         message_id: The message id (what ``batchItemFailures`` names).
@@ -88,8 +150,8 @@ class SQSRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class KinesisRecord:
-    """A Kinesis Data Streams record.
+class KinesisRecord(RawEventView):
+    """A Kinesis Data Streams record; ``record["kinesis"]`` reads its raw event.
 
     Attributes:
         event_id: ``shardId:sequenceNumber``.
@@ -146,8 +208,11 @@ class KinesisRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class DynamoDBStreamRecord:
+class DynamoDBStreamRecord(RawEventView):
     """A DynamoDB Streams record, with its images as plain dicts (numbers as ``int`` or ``Decimal``).
+
+    ``record["dynamodb"]`` reads its raw event; ``keys`` is the item's key attributes, not the raw event's names
+    (those are ``record.raw.keys()``).
 
     Attributes:
         event_id: The stream record's id.
@@ -162,7 +227,7 @@ class DynamoDBStreamRecord:
     event_id: str
     event_name: str
     sequence_number: str
-    keys: dict[str, Any]
+    keys: dict[str, Any]  # type: ignore[assignment] # the item's keys (typed attribute); the raw names: raw.keys()
 
     @property
     def new_image(self) -> dict[str, Any] | None:

@@ -270,7 +270,8 @@ class IdempotencyGuard:
         # its own entry's age (or a steady stream of duplicates would keep a deleted record cached forever).
         if self.config.validation_expression is not None and record.payload_hash != validation_hash:
             raise IdempotencyValidationError(
-                f"{record.key!r} was processed for a different payload (payload_validation_jmespath "
+                f"Payload does not match stored record for this event key: {record.key!r} was processed for a "
+                f"different payload (payload_validation_jmespath "
                 f"{self.config.payload_validation_jmespath!r})",
                 key=record.key,
                 existing_record=record,

@@ -192,7 +192,10 @@ class DataclassSerializer(_OneModel):
             IdempotencyModelTypeError: ``model`` is not a dataclass.
         """
         if not is_dataclass_type(model):
-            raise IdempotencyModelTypeError(f"DataclassSerializer needs a dataclass, not {model!r}")
+            # Powertools' first words (its grammar too): code may match on them.
+            raise IdempotencyModelTypeError(
+                f"Model type is not inherited of dataclass type: DataclassSerializer needs a dataclass, not {model!r}"
+            )
         self.model = model
 
 
@@ -219,7 +222,10 @@ class PydanticSerializer(_OneModel):
             IdempotencyModelTypeError: ``model`` is not a Pydantic v2 model class.
         """
         if not is_model_type(model):
-            raise IdempotencyModelTypeError(f"PydanticSerializer needs a pydantic.BaseModel subclass, not {model!r}")
+            raise IdempotencyModelTypeError(  # Powertools' first words: code may match on them
+                "Model type is not inherited from pydantic BaseModel: PydanticSerializer needs a pydantic.BaseModel "
+                f"subclass, not {model!r}"
+            )
         self.model = model
 
 
@@ -279,5 +285,7 @@ def serializer_for(output_type: Any) -> BaseIdempotencySerializer | None:
 
 def _model_of(model_type: Any) -> Any:
     if model_type is None:
-        raise IdempotencyNoSerializationModelError("no type to build the serializer for: annotate the return type")
+        raise IdempotencyNoSerializationModelError(  # Powertools' first words: code may match on them
+            "No serialization model was supplied: no type to build the serializer for; annotate the return type"
+        )
     return optional_of(model_type)

@@ -86,7 +86,8 @@ class DynamoDBPersistenceLayer:
             boto_config: A botocore config for the client this store creates.
         """
         if sort_key_attr is not None and sort_key_attr == key_attr:
-            raise ValueError(f"sort_key_attr must differ from key_attr ({key_attr!r})")
+            # Powertools' words: code may match on them.
+            raise ValueError(f"key_attr [{key_attr}] and sort_key_attr [{sort_key_attr}] cannot be the same!")
         self.table_name = table_name
         self.names = AttributeNames(
             key=sort_key_attr or key_attr,

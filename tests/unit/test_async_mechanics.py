@@ -15,6 +15,7 @@ from consumer import (
     BatchProcessor,
     EventType,
     IdempotencyGuard,
+    UnexpectedBatchTypeError,
     async_process_partial_response,
 )
 from persistence import (
@@ -511,10 +512,11 @@ def test_a_store_mixing_async_and_plain_methods_is_refused():
         pytest.fail("the body ran")
 
 
-def test_an_empty_batch_is_an_empty_response():
+def test_an_empty_batch_is_refused_and_summarizes_nothing():
     processor = AsyncBatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer())
-    assert async_process_partial_response({"Records": []}, lambda record: 1, processor) == {"batchItemFailures": []}
-    assert processor.summary.records == 0
+    with pytest.raises(UnexpectedBatchTypeError, match="'Records' list is empty"):
+        async_process_partial_response({"Records": []}, lambda record: 1, processor)
+    assert processor.summary is None
 
 
 def test_threads_sharing_a_processor_each_read_their_own_summary_after_asyncio_run():

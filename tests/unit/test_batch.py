@@ -20,6 +20,7 @@ from consumer import (
     IdempotencyConfig,
     IdempotencyGuard,
     IdempotencyKeyError,
+    UnexpectedBatchTypeError,
 )
 from persistence import InMemoryPersistenceLayer
 
@@ -110,9 +111,10 @@ class TestSQS:
         processor = face.processor(EventType.SQS, store=store, raise_on_entire_batch_failure=False)
         assert failures(face.process(event, poison_on(1, 2), processor)) == ["m1", "m2"]
 
-    def test_empty_batch_is_an_empty_response(self, face, store):
+    def test_an_empty_batch_is_refused_as_lambda_never_sends_one(self, face, store):
         processor = face.processor(EventType.SQS, store=store)
-        assert face.process({"Records": []}, poison_on(), processor) == {"batchItemFailures": []}
+        with pytest.raises(UnexpectedBatchTypeError, match="'Records' list is empty"):
+            face.process({"Records": []}, poison_on(), processor)
 
 
 class TestFIFO:

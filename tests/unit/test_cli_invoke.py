@@ -136,7 +136,7 @@ def test_a_batch_that_fails_whole_is_shown_on_every_delivery_and_the_repeat_goes
     raised = [line for line in result.stderr.splitlines() if line.startswith("idempotent-consumer: ")]
     assert [line.split(" raised ")[0] for line in raised] == ["idempotent-consumer: invocation 1",
                                                               "idempotent-consumer: invocation 2"]  # fmt: skip
-    assert all("BatchProcessingError: all 2 records failed" in line for line in raised), raised
+    assert all("BatchProcessingError: All records failed processing. 2 records" in line for line in raised), raised
     assert all(line.endswith("Lambda counts the invocation failed and delivers the whole event again, every "
                              "record of it") for line in raised)  # fmt: skip
     assert "Outcome." not in result.stderr

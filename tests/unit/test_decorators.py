@@ -10,6 +10,7 @@ import pytest
 from fakes import FakeClock, FakeContext
 
 from consumer import (
+    DataArgumentError,
     IdempotencyConfig,
     IdempotencyGuard,
     NestedReplayError,
@@ -175,7 +176,7 @@ def test_positional_data_argument_is_a_clear_error(face):
         calls.append(order)
 
     decorated = idempotent_function(data_keyword_argument="order", store=store)(face.define(charge))
-    with pytest.raises(TypeError, match="idempotent on 'order': pass it as a keyword argument"):
+    with pytest.raises(DataArgumentError, match="charge is idempotent on 'order'; pass it as a keyword argument"):
         face.call(decorated, {"id": 1})
     assert calls == []
 

@@ -50,15 +50,19 @@ def test_records_are_flattened_in_partition_order_and_decoded(face, self_managed
     ]  # fmt: skip
     first, binary = seen[0], seen[2]
     assert isinstance(first, KafkaRecord)
-    assert (first.key, first.json_value, first.headers["idempotency-key"]) == (b"customer-1", {"order": 1}, b"k1")
+    assert (first.decoded_key, first.json_value, first.decoded_headers["idempotency-key"]) == (
+        b"customer-1",
+        {"order": 1},
+        b"k1",
+    )
     assert (first.timestamp, first.timestamp_type, first.topic_partition) == (1700000000010, "CREATE_TIME", "orders-0")
-    assert binary.key is None
-    assert binary.value == b"\x00\xff\xfe binary"
-    assert binary.headers["trace"] == b"b"  # a repeated name: the last value
-    assert binary.headers.get_all("Trace") == [b"a", b"b"]
-    assert list(binary.headers) == ["trace"]
-    assert len(binary.headers) == 1
-    assert seen[4].key == b"\x01\x02"
+    assert binary.decoded_key is None
+    assert binary.decoded_value == b"\x00\xff\xfe binary"
+    assert binary.decoded_headers["trace"] == b"b"  # a repeated name: the last value
+    assert binary.decoded_headers.get_all("Trace") == [b"a", b"b"]
+    assert list(binary.decoded_headers) == ["trace"]
+    assert len(binary.decoded_headers) == 1
+    assert seen[4].decoded_key == b"\x01\x02"
     assert processor.summary.processed == 5
 
 
@@ -241,6 +245,7 @@ def test_a_kafka_event_given_to_another_source_says_which_type_to_use():
 def test_a_tombstone_has_no_value():
     record = KafkaRecord.from_raw({**kafka_record("t", 0, 1), "value": None})
     assert record.value is None
+    assert record.decoded_value is None
     assert record.text == ""
     with pytest.raises(ValueError, match="tombstone"):
         _ = record.json_value
@@ -258,8 +263,8 @@ def test_a_header_without_a_value_reads_as_absent_and_fails_nothing():
     seen = []
     processor = BatchProcessor(EventType.KAFKA, store=InMemoryPersistenceLayer(), config=HEADER_OR_OWN_ID)
     assert processor.process(kafka_event(odd, keyless, bare), seen.append) == {"batchItemFailures": []}
-    assert "traceparent" not in seen[0].headers
-    assert seen[1].headers["Idempotency-Key"] == b"k-5"
+    assert "traceparent" not in seen[0].decoded_headers
+    assert seen[1].decoded_headers["Idempotency-Key"] == b"k-5"
     assert make_key(keyless, HEADER) == make_key(
         kafka_record("t", 0, 1, {}, headers=[("Idempotency-Key", b"k-5")]), HEADER
     )
@@ -388,7 +393,7 @@ def test_a_binary_key_header_keys_its_record_by_its_bytes_and_a_redelivery_repla
 
     def handler(record):
         runs.append(record.topic_partition)
-        seen.append((record.headers.get("idempotency-key"), record.headers.get("trace")))
+        seen.append((record.decoded_headers.get("idempotency-key"), record.decoded_headers.get("trace")))
 
     processor = face.processor(EventType.KAFKA, store=InMemoryPersistenceLayer(), config=HEADER)
     for _ in range(2):

@@ -270,7 +270,10 @@ def test_a_validation_error_carries_the_key_and_names_the_expression(store):
         deliver({"messageId": "m-1", "body": "b"}, store, config=config)
     key = make_key({"messageId": "m-1"}, config)
     assert caught.value.key == key
-    assert str(caught.value) == f"{key!r} was processed for a different payload (payload_validation_jmespath 'body')"
+    assert str(caught.value) == (
+        f"Payload does not match stored record for this event key: {key!r} was processed for a different payload "
+        "(payload_validation_jmespath 'body')"
+    )
 
 
 def test_a_nested_replay_error_carries_the_outer_key_and_names_both(store):
@@ -425,13 +428,15 @@ def test_an_entire_batch_failure_names_the_first_three_causes():
         process_partial_response(event, _fail, BatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer()))
     assert (
         str(caught.value)
-        == "all 4 records failed (m0: ValueError('m0'); m1: ValueError('m1'); m2: ValueError('m2'); ...)"
+        == "All records failed processing. 4 records, their causes: m0: ValueError('m0'); m1: ValueError('m1'); "
+        "m2: ValueError('m2'); ..."
     )
     event = sqs_event(*(sqs_record(f"m{i}", i) for i in range(3)))
     with pytest.raises(BatchProcessingError) as caught:
         process_partial_response(event, _fail, BatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer()))
     assert (
-        str(caught.value) == "all 3 records failed (m0: ValueError('m0'); m1: ValueError('m1'); m2: ValueError('m2'))"
+        str(caught.value) == "All records failed processing. 3 records, their causes: m0: ValueError('m0'); "
+        "m1: ValueError('m1'); m2: ValueError('m2')"
     )
 
 
@@ -451,8 +456,8 @@ def test_an_entire_fifo_batch_failure_names_the_skipped_records_outcome_in_words
     with pytest.raises(BatchProcessingError) as caught:
         process_partial_response(event, _fail, BatchProcessor(EventType.SQS_FIFO, store=store))
     assert str(caught.value) == (
-        "all 2 records failed (m-1: ValueError('m-1'); "
-        "m-2: RuntimeError('not run: skipped, an earlier record it must not overtake failed'))"
+        "All records failed processing. 2 records, their causes: m-1: ValueError('m-1'); "
+        "m-2: RuntimeError('not run: skipped, an earlier record it must not overtake failed')"
     )
 
 

@@ -49,6 +49,7 @@ EVERYTHING = textwrap.dedent(
         BatchProcessor,
         BatchSummary,
         Clock,
+        DataArgumentError,
         DecodeLimitError,
         DynamoDBStreamRecord,
         EventType,
@@ -89,6 +90,7 @@ EVERYTHING = textwrap.dedent(
         SQSRecord,
         SqsFifoPartialProcessor,
         async_batch_processor,
+        UnexpectedBatchTypeError,
         async_process_partial_response,
         batch_processor,
         canonical_json,
@@ -228,7 +230,7 @@ EVERYTHING = textwrap.dedent(
     def sqs_handler(event: BatchEvent, context: LambdaContext) -> PartialBatchResponse:
         try:
             return process_partial_response(event, on_sqs, sqs, context)
-        except (BatchEventError, BatchProcessingError):
+        except (BatchEventError, UnexpectedBatchTypeError, BatchProcessingError):
             raise
         finally:
             summary: BatchSummary | None = sqs.summary
@@ -274,8 +276,11 @@ EVERYTHING = textwrap.dedent(
 
 
     def on_kafka(record: KafkaRecord) -> list[bytes]:
-        headers: KafkaHeaders = record.headers
-        print(record.topic_partition, record.offset, record.key, record.json_value, headers.get("trace"))
+        headers: KafkaHeaders = record.decoded_headers
+        value: str | None = record.value  # the event's base64 text, as in Powertools
+        decoded: bytes | None = record.decoded_value
+        print(record.topic_partition, record.offset, record.decoded_key, record.json_value, headers.get("trace"))
+        print(value, decoded, record.key, record.headers, record["topic"], record.get("offset"), len(record))
         return headers.get_all("trace")
 
 
@@ -302,7 +307,7 @@ EVERYTHING = textwrap.dedent(
             raise RuntimeError(bomb.function, limit) from bomb
         except (IdempotencyKeyError, IdempotencyValidationError, ResponseDecodeError) as refused:
             raise RuntimeError(message) from refused
-        except (NestedReplayError, InvalidResultError, IdempotencyConfigError) as failed:
+        except (NestedReplayError, InvalidResultError, IdempotencyConfigError, DataArgumentError) as failed:
             raise failed from None
         except (LockLostError, ItemTooLargeError, PersistenceLayerError, IdempotencyError):
             raise
@@ -438,7 +443,7 @@ MISUSES = {
 
 
         def on_kafka(record: KafkaRecord) -> bytes | None:
-            return record.value
+            return record.decoded_value
 
 
         process_partial_response({"records": {}}, on_kafka, kinesis)  # refused: [arg-type]

@@ -86,7 +86,7 @@ def test_a_producer_retry_in_another_partition_replays_instead_of_failing_that_p
 
     def handler(record):
         runs.append(record.offset)
-        if record.headers["idempotency-key"] == b"same":
+        if record.decoded_headers["idempotency-key"] == b"same":
             assert store.met(2)  # meanwhile orders-2@30 meets the other lock, and the other "same" record this one
         return f"ran {record.offset}"
 
@@ -112,7 +112,7 @@ def test_a_producer_retry_in_another_partition_replays_instead_of_failing_that_p
 
 def test_a_holder_that_fails_lets_the_waiting_record_run(store):
     def handler(record):
-        if record.headers["idempotency-key"] == b"same" and store.meetings == 0:
+        if record.decoded_headers["idempotency-key"] == b"same" and store.meetings == 0:
             assert store.met()
             raise ValueError("the holder fails")  # its lock is released: the other record runs the work
 
@@ -261,7 +261,7 @@ def test_only_a_lock_met_entering_is_waited_for_not_one_a_nested_guard_meets_in_
 
     def handler(record):
         ran.append(record.offset)
-        if record.headers["idempotency-key"] == b"b":
+        if record.decoded_headers["idempotency-key"] == b"b":
             holding.set()
             assert store.met(2)  # the nested guard and the other "b" record both meet this lock
         else:

@@ -1,10 +1,13 @@
-"""Runs every documented example of ``examples/`` against DynamoDB Local and writes what each did, as JSON.
+"""Runs Powertools' documented examples, from a checkout of its repository, and writes what each did as JSON.
 
-``python run.py --library ours --endpoint URL --output FILE`` rewrites each example's Powertools imports to ours
-(:mod:`rewrite`) and runs it; ``--library powertools`` runs it as written, on Powertools (in its own
-environment, ``bench/.venv``). Each example gets a table of its own. What is written for each example is
-``{"observed": {...}, "detail": "..."}``: ``observed`` is what the test compares, ``detail`` the message of an
-error (for the reader).
+``python examples.py --pt-repo DIR --library powertools|ours --endpoint URL --output FILE`` loads each example of
+``DIR/examples/`` (the idempotency page's, its testing examples included, and the batch page's getting-started
+ones) as Powertools publishes it, runs it against DynamoDB Local as its page describes (the scenarios below: which
+events, how often), and records what it did: its responses, what replayed, what it logged, the records it left.
+``--library powertools`` runs it on Powertools; ``--library ours`` runs it with the name-only shim installed
+(:mod:`shim`): Powertools' idempotency and batch names answer with ours, nothing else changes. Both runs use the
+same stand-ins (:mod:`standins`) for what is not measured. What is written for each example is
+``{"observed": {...}, "detail": "..."}``: ``observed`` is what is compared, ``detail`` the message of an error.
 """
 
 from __future__ import annotations
@@ -20,23 +23,34 @@ import time
 import traceback
 import types
 import uuid
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import standins  # noqa: E402 - after the path that holds it
-from rewrite import OURS, STAND_INS, rewrite  # noqa: E402
+import shim  # noqa: E402 - after the path that holds it
+import standins  # noqa: E402
 
-SCENARIOS: dict[str, Callable[[Harness], dict[str, Any]]] = {}
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    Scenario = Callable[["Harness"], dict[str, Any]]
+
+#: Where the examples are, in a checkout of Powertools' repository: one folder per documentation page.
+FOLDERS = {"idempotency": ("examples/idempotency/src", "examples/idempotency/tests"),
+           "batch": ("examples/batch_processing/src",)}  # fmt: skip
+PT_REPO = Path()  # set by main()
+
+SCENARIOS: dict[str, Scenario] = {}
 
 
-def scenario(*names: str) -> Callable[[Callable[[Harness], dict[str, Any]]], Callable[[Harness], dict[str, Any]]]:
-    def register(function: Callable[[Harness], dict[str, Any]]) -> Callable[[Harness], dict[str, Any]]:
-        for name in names or (function.__name__,):
-            SCENARIOS[name] = function
+def scenario(page: str, *stems: str) -> Callable[[Scenario], Scenario]:
+    """Register a scenario for the examples ``stems`` of ``page`` (named ``page/stem``)."""
+
+    def register(function: Scenario) -> Scenario:
+        for stem in stems:
+            SCENARIOS[f"{page}/{stem}"] = function
         return function
 
     return register
@@ -45,9 +59,9 @@ def scenario(*names: str) -> Callable[[Callable[[Harness], dict[str, Any]]], Cal
 class Context:
     """A Lambda context with a fixed 30 s left."""
 
-    function_name = "dropin"
+    function_name = "compat"
     memory_limit_in_mb = 128
-    invoked_function_arn = "arn:aws:lambda:eu-west-1:123456789012:function:dropin"
+    invoked_function_arn = "arn:aws:lambda:eu-west-1:123456789012:function:compat"
 
     def __init__(self) -> None:
         self.aws_request_id = str(uuid.uuid4())
@@ -60,14 +74,15 @@ class Harness:
     """What a scenario needs: load an example (with its own table), events, contexts, the table's items."""
 
     def __init__(self, library: str, endpoint: str, name: str) -> None:
-        self.library, self.endpoint, self.name = library, endpoint, name
-        import boto3  # noqa: PLC0415 - the runner's own client for the tables
+        self.library, self.endpoint = library, endpoint
+        self.page, _, self.name = name.partition("/")
+        import boto3
 
         self.client = boto3.client("dynamodb", endpoint_url=endpoint)
         self.table = ""
 
     def create_table(self, key: str = "id", sort_key: str | None = None) -> str:
-        name = f"dropin-{uuid.uuid4().hex[:12]}"
+        name = f"compat-{uuid.uuid4().hex[:12]}"
         schema = [{"AttributeName": key, "KeyType": "HASH"}]
         attributes = [{"AttributeName": key, "AttributeType": "S"}]
         if sort_key is not None:
@@ -78,17 +93,24 @@ class Harness:
         )
         return name
 
+    def source(self, example: str) -> Path:
+        """The example's file in the checkout (``FileNotFoundError`` when this checkout has none of that name)."""
+        for folder in FOLDERS[self.page]:
+            path = PT_REPO / folder / f"{example}.py"
+            if path.is_file():
+                return path
+        msg = f"{example}.py is not in {', '.join(FOLDERS[self.page])} of {PT_REPO}"
+        raise FileNotFoundError(msg)
+
     def load(self, example: str, *, table: str | None = None, module: str | None = None) -> types.ModuleType:
-        """Import ``examples/{example}.py`` (imports rewritten for our run) with ``IDEMPOTENCY_TABLE`` set."""
+        """Import the example as Powertools publishes it, under its own name, with ``IDEMPOTENCY_TABLE`` set."""
         self.table = table if table is not None else self.create_table()
         os.environ["IDEMPOTENCY_TABLE"] = self.table
-        source = (HERE / "examples" / f"{example}.py").read_text()
-        mapping = {**STAND_INS, **OURS} if self.library == "ours" else dict(STAND_INS)
-        code = compile(rewrite(source, mapping), f"{example}.py", "exec")
+        path = self.source(example)
         loaded = types.ModuleType(module or example)
-        loaded.__file__ = str(HERE / "examples" / f"{example}.py")
+        loaded.__file__ = str(path)
         sys.modules[loaded.__name__] = loaded
-        exec(code, loaded.__dict__)  # noqa: S102 - the example is the test's own fixture
+        exec(compile(path.read_text(), str(path), "exec"), loaded.__dict__)  # noqa: S102 - the example measured
         return loaded
 
     @staticmethod
@@ -128,21 +150,22 @@ DETAILS: list[str] = []
 
 
 def error(exc: BaseException) -> dict[str, Any]:
+    """What an error is observed as: its type's name, and every class it is (``except`` clauses that catch it)."""
     DETAILS.append("".join(traceback.format_exception_only(type(exc), exc)).strip())
-    return {"error": type(exc).__name__}
+    return {"error": type(exc).__name__, "kinds": [kind.__name__ for kind in type(exc).__mro__[:-3]]}
 
 
 def attempt(call: Callable[[], Any]) -> Any:
     try:
         return call()
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - what the example raised is what is observed
         return error(exc)
 
 
 # -- the idempotency examples ------------------------------------------------------------------------------------
 
 
-@scenario("getting_started_with_idempotency")
+@scenario("idempotency", "getting_started_with_idempotency")
 def getting_started(h: Harness) -> dict[str, Any]:
     m = h.load(h.name)
     first = m.lambda_handler(h.event("payment.json"), h.context())
@@ -156,7 +179,7 @@ def getting_started(h: Harness) -> dict[str, Any]:
     }
 
 
-@scenario("working_with_idempotent_function_dataclass", "working_with_idempotent_function_pydantic")
+@scenario("idempotency", "working_with_idempotent_function_dataclass", "working_with_idempotent_function_pydantic")
 def idempotent_function_argument(h: Harness) -> dict[str, Any]:
     m = h.load(h.name)
     handled = [m.lambda_handler({}, h.context()) for _ in range(2)]
@@ -165,7 +188,7 @@ def idempotent_function_argument(h: Harness) -> dict[str, Any]:
     return {"handler": handled, "direct": [direct, other], "records": len(h.items())}
 
 
-@scenario("integrate_idempotency_with_batch_processor")
+@scenario("idempotency", "integrate_idempotency_with_batch_processor")
 def batch_pattern(h: Harness) -> dict[str, Any]:
     m = h.load(h.name)
     event = h.event("sqs_single.json")
@@ -175,7 +198,7 @@ def batch_pattern(h: Harness) -> dict[str, Any]:
     return {"responses": responses, "records": len(h.items())}
 
 
-@scenario("working_with_payload_subset")
+@scenario("idempotency", "working_with_payload_subset")
 def payload_subset(h: Harness) -> dict[str, Any]:
     m = h.load(h.name)
     event = h.event("api_gateway_payment.json")
@@ -191,13 +214,13 @@ def payload_subset(h: Harness) -> dict[str, Any]:
     }
 
 
-@scenario("working_with_lambda_timeout")
+@scenario("idempotency", "working_with_lambda_timeout")
 def lambda_timeout(h: Harness) -> dict[str, Any]:
     m = h.load(h.name)
     return {"result": attempt(lambda: m.lambda_handler(h.event("sqs_single.json")["Records"][0], h.context()))}
 
 
-@scenario("working_with_exceptions")
+@scenario("idempotency", "working_with_exceptions")
 def exceptions(h: Harness) -> dict[str, Any]:
     m = h.load(h.name)
     event = {"postId": 1, "body": "a comment"}
@@ -209,7 +232,7 @@ def exceptions(h: Harness) -> dict[str, Any]:
     return {"outcomes": outcomes, "posts": posts, "store_down": attempt(lambda: down.lambda_handler(event, None))}
 
 
-@scenario("customize_persistence_layer")
+@scenario("idempotency", "customize_persistence_layer")
 def custom_attributes(h: Harness) -> dict[str, Any]:
     m = h.load(h.name, table=h.create_table(key="idempotency_key"))
     event = {"order": "o-1"}
@@ -219,7 +242,7 @@ def custom_attributes(h: Harness) -> dict[str, Any]:
     return {"responses": responses, "attributes": sorted(name for name in item if name in named)}
 
 
-@scenario("working_with_local_cache")
+@scenario("idempotency", "working_with_local_cache")
 def local_cache(h: Harness) -> dict[str, Any]:
     m = h.load(h.name)
     event = h.event("body_payment.json")
@@ -230,7 +253,7 @@ def local_cache(h: Harness) -> dict[str, Any]:
     return {"same": first == again == event, "requests": [on_first, len(sent) - on_first]}
 
 
-@scenario("working_with_record_expiration")
+@scenario("idempotency", "working_with_record_expiration")
 def record_expiration(h: Harness) -> dict[str, Any]:
     m = h.load(h.name)
     m.lambda_handler(h.event("body_payment.json"), h.context())
@@ -238,7 +261,7 @@ def record_expiration(h: Harness) -> dict[str, Any]:
     return {"expires_in_hours": round((int(item["expiration"]["N"]) - time.time()) / 3600)}
 
 
-@scenario("working_with_validation_payload")
+@scenario("idempotency", "working_with_validation_payload")
 def validation(h: Harness) -> dict[str, Any]:
     m = h.load(h.name)
     first = m.lambda_handler(h.event("charge_500.json"), h.context())
@@ -247,7 +270,7 @@ def validation(h: Harness) -> dict[str, Any]:
     return {"first": first["statusCode"], "again_replays": again == first, "tampered": tampered}
 
 
-@scenario("working_with_idempotency_key_required")
+@scenario("idempotency", "working_with_idempotency_key_required")
 def key_required(h: Harness) -> dict[str, Any]:
     m = h.load(h.name)
     with_key = m.lambda_handler(h.event("order_with_key.json"), h.context()) == h.event("order_with_key.json")
@@ -257,7 +280,7 @@ def key_required(h: Harness) -> dict[str, Any]:
     }
 
 
-@scenario("working_with_custom_session", "working_with_custom_config")
+@scenario("idempotency", "working_with_custom_session", "working_with_custom_config")
 def custom_client(h: Harness) -> dict[str, Any]:
     m = h.load(h.name)
     event = h.event("body_payment.json")
@@ -265,38 +288,38 @@ def custom_client(h: Harness) -> dict[str, Any]:
     return {"replayed": responses == [event, event], "records": len(h.items())}
 
 
-@scenario("working_with_composite_key")
+@scenario("idempotency", "working_with_composite_key")
 def composite_key(h: Harness) -> dict[str, Any]:
     m = h.load(h.name, table=h.create_table(key="id", sort_key="sort_key"))
     result = attempt(lambda: m.lambda_handler(h.event("body_payment.json"), h.context()))
     return {"result": result, "records": len(h.items())}
 
 
-@scenario("bring_your_own_persistent_store")
+@scenario("idempotency", "bring_your_own_persistent_store")
 def own_store(h: Harness) -> dict[str, Any]:
-    m = h.load(h.name)
-    return {"store": type(m.persistence_layer).__name__}
+    m = h.load(h.name)  # the page shows the class only
+    return {"defines": sorted(n for n, v in vars(m).items() if isinstance(v, type) and v.__module__ == h.name)}
 
 
-@scenario("integrate_idempotency_with_validator")
+@scenario("idempotency", "integrate_idempotency_with_validator")
 def with_validator(h: Harness) -> dict[str, Any]:
     m = h.load(h.name)
     responses = [m.lambda_handler(h.event("api_gateway_message.json"), h.context()) for _ in range(2)]
     return {"responses": responses, "records": len(h.items())}
 
 
-@scenario("test_disabling_idempotency_utility")
+@scenario("idempotency", "test_disabling_idempotency_utility")
 def disabled(h: Harness) -> dict[str, Any]:
     return h.run_test("app_test_disabling_idempotency_utility", h.name, "test_idempotent_lambda_handler")
 
 
-@scenario("test_with_dynamodb_local")
+@scenario("idempotency", "test_with_dynamodb_local")
 def dynamodb_local_test(h: Harness) -> dict[str, Any]:
     os.environ["DYNAMODB_LOCAL_URL"] = h.endpoint
     return attempt(lambda: h.run_test("app_test_dynamodb_local", h.name, "test_idempotent_lambda"))
 
 
-@scenario("test_with_io_operations")
+@scenario("idempotency", "test_with_io_operations")
 def io_operations_test(h: Harness) -> dict[str, Any]:
     return attempt(lambda: h.run_test("app_test_io_operations", h.name, "test_idempotent_lambda"))
 
@@ -311,42 +334,42 @@ def batch(h: Harness, event: str) -> dict[str, Any]:
     return {"response": response, "logged": logged}
 
 
-@scenario("batch_getting_started_sqs")
+@scenario("batch", "getting_started_sqs")
 def batch_sqs(h: Harness) -> dict[str, Any]:
     return batch(h, "sqs_batch.json")
 
 
-@scenario("batch_getting_started_kinesis")
+@scenario("batch", "getting_started_kinesis")
 def batch_kinesis(h: Harness) -> dict[str, Any]:
     return batch(h, "kinesis_batch.json")
 
 
-@scenario("batch_getting_started_dynamodb")
+@scenario("batch", "getting_started_dynamodb")
 def batch_dynamodb(h: Harness) -> dict[str, Any]:
     return batch(h, "dynamodb_batch.json")
 
 
-@scenario("batch_getting_started_sqs_fifo")
+@scenario("batch", "getting_started_sqs_fifo")
 def batch_fifo(h: Harness) -> dict[str, Any]:
     return batch(h, "sqs_fifo_batch.json")
 
 
-@scenario("batch_getting_started_error_handling")
+@scenario("batch", "getting_started_error_handling")
 def batch_error_handling(h: Harness) -> dict[str, Any]:
     return batch(h, "sqs_batch_empty_body.json")
 
 
-@scenario("batch_working_with_entire_batch_fail")
+@scenario("batch", "working_with_entire_batch_fail")
 def batch_entire_fail(h: Harness) -> dict[str, Any]:
     return batch(h, "sqs_batch_all_bad.json")
 
 
-@scenario("batch_advanced_accessing_lambda_context")
+@scenario("batch", "advanced_accessing_lambda_context")
 def batch_lambda_context(h: Harness) -> dict[str, Any]:
     return batch(h, "sqs_single.json")
 
 
-@scenario("batch_getting_started_async")
+@scenario("batch", "getting_started_async")
 def batch_async(h: Harness) -> dict[str, Any]:
     m = h.load(h.name)
     response = m.lambda_handler(h.event("sqs_batch.json"), h.context())
@@ -356,7 +379,7 @@ def batch_async(h: Harness) -> dict[str, Any]:
     return {"response": response, "requests": len(standins.SENT)}
 
 
-@scenario("batch_getting_started_with_test")
+@scenario("batch", "getting_started_with_test")
 def batch_test(h: Harness) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as directory:
         (Path(directory) / "events").mkdir()
@@ -365,7 +388,7 @@ def batch_test(h: Harness) -> dict[str, Any]:
         os.chdir(directory)  # the documented test reads events/sqs_event.json from where it runs
         try:
             return attempt(
-                lambda: h.run_test("batch_getting_started_with_test_app", h.name, "test_app_batch_partial_response")
+                lambda: h.run_test("getting_started_with_test_app", h.name, "test_app_batch_partial_response")
             )
         finally:
             os.chdir(previous)
@@ -379,24 +402,25 @@ def run_one(library: str, endpoint: str, name: str) -> dict[str, Any]:
         os.environ.pop(variable, None)
     try:
         observed = SCENARIOS[name](Harness(library, endpoint, name))
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - what the example raised is what is observed
         observed = error(exc)
     return {"observed": observed, "detail": " | ".join(DETAILS)}
 
 
 def main() -> None:
+    global PT_REPO  # noqa: PLW0603 - set once, from the command line
     parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--pt-repo", required=True, type=Path, help="a checkout of powertools-lambda-python")
     parser.add_argument("--library", choices=["ours", "powertools"], required=True)
-    parser.add_argument("--endpoint", required=True)
+    parser.add_argument("--endpoint", required=True, help="DynamoDB Local's URL")
     parser.add_argument("--output", required=True, help="where the JSON goes (examples print to stdout)")
-    parser.add_argument("--only", nargs="*")
-    parser.add_argument("--extra-path", help="appended to sys.path: a package Powertools' environment lacks")
+    parser.add_argument("--only", nargs="*", help="some examples only (page/name)")
     args = parser.parse_args()
-    if args.extra_path:
-        sys.path.append(args.extra_path)
+    PT_REPO = args.pt_repo.resolve()
     os.environ["AWS_ENDPOINT_URL_DYNAMODB"] = args.endpoint
-    for module in ("requests", "httpx", "pytest"):
-        sys.modules[module] = getattr(standins, module)
+    standins.install()
+    if args.library == "ours":
+        shim.install()
     results = {name: run_one(args.library, args.endpoint, name) for name in args.only or sorted(SCENARIOS)}
     Path(args.output).write_text(json.dumps(results, sort_keys=True, default=repr))
 

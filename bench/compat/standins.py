@@ -1,14 +1,16 @@
 """Stand-ins for what the documented examples use besides idempotency and batch processing.
 
-Powertools' Logger, Tracer and validator (a user moving over keeps them), the HTTP clients the examples call
-(``requests``, ``httpx``: no test reaches the network) and the bit of pytest the documented tests use. Both runs of
-the measure, Powertools' and ours, use the same stand-ins.
+Powertools' Logger, Tracer and validator (a user moving over keeps them; the Tracer and validator need packages
+the measure does not install), the HTTP clients the examples call (``requests``, ``httpx``: nothing reaches the
+network) and the bit of pytest the documented tests use. Both runs of the measure, Powertools' and ours, use the
+same stand-ins (:func:`install`), so what differs between the runs is the library under test alone.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import sys
 import types
 from typing import Any
 
@@ -46,7 +48,8 @@ envelopes = types.SimpleNamespace(API_GATEWAY_HTTP="powertools_json(body)")
 
 def validator(*, envelope: str, **_: Any) -> Any:
     """Unwraps the event as the API Gateway HTTP envelope does (the body, parsed); validates nothing."""
-    assert envelope == envelopes.API_GATEWAY_HTTP
+    if envelope != envelopes.API_GATEWAY_HTTP:
+        raise NotImplementedError(envelope)
 
     def decorate(handler: Any) -> Any:
         @functools.wraps(handler)
@@ -91,7 +94,7 @@ requests.Response = _Response  # type: ignore[attr-defined]
 httpx = types.ModuleType("httpx")
 httpx.AsyncClient = _AsyncClient  # type: ignore[attr-defined]
 pytest = types.ModuleType("pytest")
-pytest.fixture = lambda function: function  # type: ignore[attr-defined]
+pytest.fixture = lambda function=None, **_: function or (lambda f: f)  # type: ignore[attr-defined]  # @fixture, @fixture()
 
 
 class MonkeyPatch:
@@ -110,3 +113,17 @@ class MonkeyPatch:
                 self.environ.pop(name, None)
             else:
                 self.environ[name] = value
+
+
+def install() -> None:
+    """Put the stand-ins where the examples import them from (before any example is loaded)."""
+    for name, module in (("requests", requests), ("httpx", httpx), ("pytest", pytest)):
+        sys.modules[name] = module
+    import aws_lambda_powertools
+
+    aws_lambda_powertools.Logger = Logger  # type: ignore[misc]
+    aws_lambda_powertools.Tracer = Tracer  # type: ignore[misc]
+    validation = types.ModuleType("aws_lambda_powertools.utilities.validation")
+    validation.validator = validator  # type: ignore[attr-defined]
+    validation.envelopes = envelopes  # type: ignore[attr-defined]
+    sys.modules[validation.__name__] = validation
