@@ -33,24 +33,6 @@ INSTALL_HINT = (
 )
 
 
-def _sqs_event(count: int, offset: int) -> dict[str, list[dict[str, object]]]:
-    records: list[dict[str, object]] = [
-        {
-            "messageId": f"{offset + i:08d}-2f0c-4c1b-9d37-0e2d4f1a7c01",
-            "receiptHandle": "AQEB",
-            "body": '{"order_id": %d, "amount": 30}' % (offset + i),  # noqa: UP031 - a template
-            "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": "1700000000000"},
-            "messageAttributes": {},
-            "md5OfBody": "0" * 32,
-            "eventSource": "aws:sqs",
-            "eventSourceARN": "arn:aws:sqs:eu-west-1:123456789012:orders",
-            "awsRegion": "eu-west-1",
-        }
-        for i in range(count)
-    ]
-    return {"Records": records}
-
-
 def workload() -> None:
     """The counted process: each ``os.getppid()`` closes a phase (callgrind dumps before it).
 
@@ -63,23 +45,19 @@ def workload() -> None:
     from persistence import DynamoDBPersistenceLayer  # noqa: F401
 
     os.getppid()  # closes "import"
-    from consumer import BatchProcessor, EventType, IdempotencyConfig, process_partial_response
+    import libraries  # bench/libraries.py: the consumer bench/run.py measures, and its events
+
     from consumer.local_context import LocalContext
-    from persistence import InMemoryPersistenceLayer
 
-    config = IdempotencyConfig(event_key_jmespath="messageId")
-    processor = BatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer(), config=config)
-
-    def record_handler(record: object) -> dict[str, str]:
-        return {"ok": record.message_id}  # type: ignore[attr-defined]
-
-    context = LocalContext(timeout_ms=900_000)
-    warm, small, large = _sqs_event(SMALL, 0), _sqs_event(SMALL, SMALL), _sqs_event(LARGE, 2 * SMALL)
-    process_partial_response(warm, record_handler, processor, context)  # first use: what is built lazily
+    handler, context = libraries.ours(), LocalContext(timeout_ms=900_000)
+    warm, small, large = (
+        libraries.sqs_event(n, offset) for n, offset in ((SMALL, 0), (SMALL, SMALL), (LARGE, 2 * SMALL))
+    )
+    handler(warm, context)  # first use: what is built lazily
     for event in (small, large):
         gc.collect()
         os.getppid()  # closes the set-up, then the collection after the small batch
-        process_partial_response(event, record_handler, processor, context)
+        handler(event, context)
         os.getppid()  # closes the small batch, then the large one
 
 
