@@ -66,7 +66,13 @@ from consumer.event_sources import DynamoDBStreamRecord, EventType, KinesisRecor
 from consumer.guard import IdempotencyGuard
 from consumer.keys import DEFAULT_KEY_EXPRESSIONS, make_key
 from consumer.metrics import Metrics
-from persistence import IdempotencyError, ItemTooLargeError, LockLostError, PersistenceLayerError
+from persistence import (
+    IdempotencyError,
+    ItemTooLargeError,
+    LockLostError,
+    PersistenceLayerError,
+    WriteConditionError,
+)
 
 if TYPE_CHECKING:
     from consumer._kafka import KafkaHeaders, KafkaRecord
@@ -153,6 +159,7 @@ __all__ = [
     "SQSRecord",
     "SqsFifoPartialProcessor",
     "UnexpectedBatchTypeError",
+    "WriteConditionError",
     "async_process_partial_response",
     "canonical_json",
     "current_idempotency_key",

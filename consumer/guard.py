@@ -20,6 +20,7 @@ from consumer._output import decode_output, unstored, without_response
 from consumer._result import check_serializer, completed_record, refusal
 from consumer._unguarded import idempotency_disabled, warn_unguarded
 from consumer._unrun import PLAIN_RESULTS, never_ran
+from consumer._writes import acommit, commit, queue
 from consumer.config import IdempotencyConfig
 from consumer.keys import make_key, missing_key_message, payload_hash
 from persistence import (
@@ -28,11 +29,13 @@ from persistence import (
     InlineStore,
     ItemTooLargeError,
     RecordStatus,
+    WriteConditionError,
     as_async_store,
     is_async_store,
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from contextvars import Token
     from types import TracebackType
 
@@ -137,6 +140,7 @@ class IdempotencyGuard:
         # (item identifier, event source) when a batch processor runs this record: it logs the record's outcome.
         self._batch_record: tuple[str, str] | None = None
         self._unkeyed = False  # no key was selected, and the config lets it run unguarded
+        self._writes: list[Any] = []  # the body's writes (guard.write), in the store's own shape
 
     def _no_key(self) -> str | None:
         """Why the body ran unguarded, built when it is said (``None``: it did not, or idempotency is disabled)."""
@@ -202,8 +206,25 @@ class IdempotencyGuard:
         self._acquired(record, now_ms, existing)
         return self._entered()
 
+    def write(self, item: Any, params: Any = None) -> None:
+        """Queue one write that commits with the record, in one transaction, or not at all (call it in the body).
+
+        On DynamoDB ``item`` is one ``TransactWriteItems`` entry in the boto3 client's shape (``{"Put": ...}``,
+        ``{"Update": ...}``, ``{"Delete": ...}``, ``{"ConditionCheck": ...}``, typed attribute values, any table
+        the client reaches); on SQLite it is SQL text and ``params`` its parameters, run on the store's file.
+        See docs/exactly-once-writes.md.
+
+        Raises:
+            TypeError: The store cannot commit writes with the record, or ``item`` is not a write it takes.
+            ValueError: The write breaks a limit of the store's transactions (DynamoDB: 99 writes, 400 KB each,
+                about 3.6 MB in all, never the idempotency record itself).
+            RuntimeError: The guard holds no lock (outside the body, or the body runs unguarded).
+        """
+        queue(self.store, None if self._held is None else self._held.key, self._writes, item, params)
+
     def _entered(self) -> IdempotencyGuard:
         """The body runs next: its key (``None`` unguarded) is ``current_idempotency_key()`` until ``__exit__``."""
+        self._writes = []
         self._key_token = enter_key(self.key)
         self._entered_serializer = self.output_serializer
         return self
@@ -305,20 +326,30 @@ class IdempotencyGuard:
         if complete is not None:
             store = self._sync_store()
             try:
-                store.complete(complete)
-            except ItemTooLargeError as e:
-                complete, self._unstored = without_response(complete), e
-                store.complete(complete)
+                try:
+                    commit(store, complete, self._writes)
+                except ItemTooLargeError as e:
+                    complete, self._unstored = without_response(complete), e
+                    commit(store, complete, self._writes)
+            except WriteConditionError as refused:  # nothing written: the lock goes, a redelivery may run
+                if held is not None:  # always: complete is made from it
+                    self._release(store.release, held, refused)
+                raise
             self._committed(complete)
             if failure is not None:
                 raise failure  # stopped while its result was being stored: committed without it first
             return False
         if held is not None:
-            try:
-                self._sync_store().release(held)
-            except Exception as e:  # noqa: BLE001 - any store's failure: the body's exception still wins
-                self._release_failed(held, failure, e)
+            self._release(self._sync_store().release, held, failure)
         return self._closed(exc, failure)
+
+    def _release(
+        self, release: Callable[[IdempotencyRecord], object], held: IdempotencyRecord, failure: BaseException | None
+    ) -> None:
+        try:
+            release(held)
+        except Exception as e:  # noqa: BLE001 - any store's failure: the body's exception (or refusal) still wins
+            self._release_failed(held, failure, e)
 
     async def __aexit__(
         self,
@@ -341,7 +372,7 @@ class IdempotencyGuard:
             return self.__exit__(exc_type, exc, traceback)  # nothing to await: the sync face, exactly
         held, complete, failure = self._closing(exc)
         if complete is not None:
-            await self._acommit(store, complete)
+            await self._acommit(store, held, complete)
             if failure is not None:
                 raise failure  # stopped while its result was being stored: committed without it first
             return False
@@ -352,17 +383,24 @@ class IdempotencyGuard:
                 self._release_failed(held, failure, e)
         return self._closed(exc, failure)
 
-    async def _acommit(self, store: AsyncPersistenceLayer, complete: IdempotencyRecord) -> None:
+    async def _acommit(
+        self, store: AsyncPersistenceLayer, held: IdempotencyRecord | None, complete: IdempotencyRecord
+    ) -> None:
         """Commit as ``__exit__`` does (without the response if it is too large); a cancellation waits for it."""
-        done, cancelled = await settle(store.complete(complete))
+        done, cancelled = await settle(acommit(store, complete, self._writes))
         error = None if done.cancelled() else done.exception()
         if isinstance(error, ItemTooLargeError):
             complete, self._unstored = without_response(complete), error
-            done, again = await settle(store.complete(complete))
+            done, again = await settle(acommit(store, complete, self._writes))
             cancelled = cancelled or again
             error = None if done.cancelled() else done.exception()
         if error is None and not done.cancelled():
             self._committed(complete)
+        if isinstance(error, WriteConditionError) and held is not None:  # nothing written: the lock goes
+            try:
+                await settled(store.release(held))
+            except Exception as e:  # noqa: BLE001 - any store's failure: the refusal still wins
+                self._release_failed(held, error, e)
         if cancelled is not None:
             raise cancelled from error
         done.result()  # the store's error, if any
