@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from persistence import AsyncPersistenceLayer, IdempotencyRecord, PersistenceLayer
 
 
-def queue(store: object, key: str | None, held: bool, writes: list[Any], item: Any, params: Any) -> None:
+def queue(store: object, held_key: str | None, writes: list[Any], item: Any, params: Any) -> None:
     """Check one write of the body and queue it; nothing is sent until the guard exits.
 
     Raises:

@@ -1,0 +1,128 @@
+"""``guard.write``: the body's writes commit with the record in one transaction, or not at all.
+
+Against DynamoDB Local (real TransactWriteItems) and a real SQLite file, through both faces; each case is judged
+by what the tables hold afterwards.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from fakes import FakeClock, FakeContext
+from ledgers import START, DynamoDBLedger, SQLiteLedger
+
+from consumer import AlreadyProcessed, IdempotencyConfig, IdempotencyGuard, LockLostError, WriteConditionError
+from persistence import DynamoDBPersistenceLayer, RecordStatus, SQLitePersistenceLayer
+
+RECORD = {"messageId": "m-1", "body": "{}"}
+
+
+@pytest.fixture(params=["dynamodb", "sqlite"])
+def ledger(request, tmp_path):
+    if request.param == "sqlite":
+        store = SQLitePersistenceLayer(str(tmp_path / "ledger.sqlite3"))
+        yield SQLiteLedger.create(store)
+        store.close()
+        return
+    server = request.getfixturevalue("ddb_server")
+    store = DynamoDBPersistenceLayer(table_name=server.create_table(), boto3_client=server.client())
+    yield DynamoDBLedger.create(server, store)
+
+
+def debit_body(ledger, amount, transfer_id="t-1", result="debited"):
+    def body(guard):
+        ledger.debit(guard, amount, transfer_id)
+        guard.result = result
+        return guard
+
+    return body
+
+
+def test_the_writes_commit_with_the_record_and_a_duplicate_replays(face, ledger):
+    guard = face.guarded(RECORD, debit_body(ledger, 30), store=ledger.store)
+    assert guard.committed
+    assert ledger.store.get(guard.key).status is RecordStatus.COMPLETE
+    with pytest.raises(AlreadyProcessed) as replayed:
+        face.guarded(RECORD, debit_body(ledger, 30), store=ledger.store)
+    assert replayed.value.response == "debited"
+    assert (ledger.balance(), ledger.transfers()) == (START - 30, ["transfer#t-1"])
+
+
+@pytest.mark.parametrize(("amount", "index"), [(START + 1, 0), (30, 1)], ids=["debit-refused", "transfer-refused"])
+def test_a_refused_condition_writes_nothing_and_releases_the_lock(face, ledger, amount, index):
+    if index == 1:  # the transfer exists already: the debit alone would pass, and must not land either
+        with IdempotencyGuard({"messageId": "other"}, store=ledger.store) as earlier:
+            ledger.debit(earlier, 5, "t-1")
+    before = (ledger.balance(), ledger.transfers())
+    with pytest.raises(WriteConditionError) as refused:
+        face.guarded(RECORD, debit_body(ledger, amount), store=ledger.store)
+    assert refused.value.index == index
+    assert refused.value.reason in {"ConditionalCheckFailed", "IntegrityError"}
+    assert refused.value.key is not None
+    assert ledger.store.get(refused.value.key) is None  # released: a redelivery runs the body again
+    assert (ledger.balance(), ledger.transfers()) == before
+    assert face.guarded(RECORD, debit_body(ledger, 1, "t-2"), store=ledger.store).committed
+    assert ledger.balance() == before[0] - 1
+
+
+def test_a_stale_holder_writes_nothing(face, ledger):
+    clock = FakeClock()
+    stale = face.enter(IdempotencyGuard(RECORD, store=ledger.store, clock=clock, context=FakeContext(3000, clock)))
+    ledger.debit(stale, 30, "stale")
+    clock.advance(4.001)  # past its deadline and the grace: another invocation takes it over
+    face.guarded(RECORD, debit_body(ledger, 10, "new"), store=ledger.store, clock=clock)
+    stale.result = "stale"
+    with pytest.raises(LockLostError) as lost:
+        face.exit(stale)
+    assert lost.value.existing_record.status is RecordStatus.COMPLETE
+    assert (ledger.balance(), ledger.transfers()) == (START - 10, ["transfer#new"])
+
+
+def test_a_body_that_raises_writes_nothing(face, ledger):
+    def body(guard):
+        ledger.debit(guard, 30)
+        raise ValueError("after the writes were queued")
+
+    with pytest.raises(ValueError, match="queued"):
+        face.guarded(RECORD, body, store=ledger.store)
+    assert (ledger.balance(), ledger.transfers()) == (START, [])
+    assert face.guarded(RECORD, debit_body(ledger, 30), store=ledger.store).committed
+    assert ledger.balance() == START - 30
+
+
+def test_deliveries_racing_for_one_key_debit_once(face, ledger):
+    outcomes = face.race(4, RECORD, debit_body(ledger, 30), store=ledger.store)
+    assert outcomes.count("ran") == 1
+    assert (ledger.balance(), ledger.transfers()) == (START - 30, ["transfer#t-1"])
+
+
+def test_a_store_without_transactions_refuses_at_the_write(face):
+    from persistence import InMemoryPersistenceLayer  # noqa: PLC0415
+
+    def body(guard):
+        guard.write({"Put": {"TableName": "t", "Item": {}}})
+
+    with pytest.raises(TypeError, match="InMemoryPersistenceLayer cannot commit writes"):
+        face.guarded(RECORD, body, store=InMemoryPersistenceLayer())
+
+
+def test_an_unguarded_body_cannot_write(ledger):
+    config = IdempotencyConfig(event_key_jmespath="missing", raise_on_no_idempotency_key=False)
+    with pytest.raises(RuntimeError, match="unguarded"), IdempotencyGuard(RECORD, store=ledger.store, config=config) as g:
+        g.write("UPDATE accounts SET balance = 0")
+    assert ledger.balance() == START
+
+
+def test_sqlite_refuses_sql_that_cannot_run_when_it_is_queued(tmp_path):
+    store = SQLitePersistenceLayer(str(tmp_path / "ledger.sqlite3"))
+    SQLiteLedger.create(store)
+    with IdempotencyGuard(RECORD, store=store) as guard:
+        with pytest.raises(ValueError, match="write 0 .* no such table: nowhere") as bad:
+            guard.write("UPDATE nowhere SET x = 1")
+        assert isinstance(bad.value.__cause__, sqlite3.OperationalError)
+        with pytest.raises(TypeError, match="SQL text"):
+            guard.write({"Put": {}})
+        with pytest.raises(ValueError, match="bindings"):
+            guard.write("UPDATE accounts SET balance = ?", ())
+    store.close()
