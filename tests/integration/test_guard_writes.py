@@ -109,7 +109,10 @@ def test_a_store_without_transactions_refuses_at_the_write(face):
 
 def test_an_unguarded_body_cannot_write(ledger):
     config = IdempotencyConfig(event_key_jmespath="missing", raise_on_no_idempotency_key=False)
-    with pytest.raises(RuntimeError, match="unguarded"), IdempotencyGuard(RECORD, store=ledger.store, config=config) as g:
+    with (
+        pytest.raises(RuntimeError, match="unguarded"),
+        IdempotencyGuard(RECORD, store=ledger.store, config=config) as g,
+    ):
         g.write("UPDATE accounts SET balance = 0")
     assert ledger.balance() == START
 
@@ -118,7 +121,7 @@ def test_sqlite_refuses_sql_that_cannot_run_when_it_is_queued(tmp_path):
     store = SQLitePersistenceLayer(str(tmp_path / "ledger.sqlite3"))
     SQLiteLedger.create(store)
     with IdempotencyGuard(RECORD, store=store) as guard:
-        with pytest.raises(ValueError, match="write 0 .* no such table: nowhere") as bad:
+        with pytest.raises(ValueError, match=r"write 0 .* no such table: nowhere") as bad:
             guard.write("UPDATE nowhere SET x = 1")
         assert isinstance(bad.value.__cause__, sqlite3.OperationalError)
         with pytest.raises(TypeError, match="SQL text"):
