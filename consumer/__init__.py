@@ -21,6 +21,7 @@ from consumer._batch_run import Item, Outcome
 from consumer._context import (
     Clock,
     LambdaContext,
+    current_guard,
     current_idempotency_key,
     current_lambda_context,
     register_lambda_context,
@@ -162,6 +163,7 @@ __all__ = [
     "WriteConditionError",
     "async_process_partial_response",
     "canonical_json",
+    "current_guard",
     "current_idempotency_key",
     "current_lambda_context",
     "idempotency_disabled",

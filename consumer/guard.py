@@ -135,7 +135,7 @@ class IdempotencyGuard:
         self._cache: LocalCache | None = None
         self._validation_hash: str | None = None
         self._astore: AsyncPersistenceLayer | None = None
-        self._key_token: Token[str | None] | None = None
+        self._key_token: Token[IdempotencyGuard | None] | None = None
         self._unstored: BaseException | None = None  # why the result is committed without its response
         # (item identifier, event source) when a batch processor runs this record: it logs the record's outcome.
         self._batch_record: tuple[str, str] | None = None
@@ -225,7 +225,7 @@ class IdempotencyGuard:
     def _entered(self) -> IdempotencyGuard:
         """The body runs next: its key (``None`` unguarded) is ``current_idempotency_key()`` until ``__exit__``."""
         self._writes = []
-        self._key_token = enter_key(self.key)
+        self._key_token = enter_key(self)
         self._entered_serializer = self.output_serializer
         return self
 

@@ -9,10 +9,20 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
+from events import sqs_event, sqs_record
 from fakes import FakeClock, FakeContext
 from ledgers import START, DynamoDBLedger, SQLiteLedger
 
-from consumer import AlreadyProcessed, IdempotencyConfig, IdempotencyGuard, LockLostError, WriteConditionError
+from consumer import (
+    AlreadyProcessed,
+    EventType,
+    IdempotencyConfig,
+    IdempotencyGuard,
+    LockLostError,
+    WriteConditionError,
+    current_guard,
+    idempotent_function,
+)
 from persistence import DynamoDBPersistenceLayer, RecordStatus, SQLitePersistenceLayer
 
 RECORD = {"messageId": "m-1", "body": "{}"}
@@ -129,3 +139,37 @@ def test_sqlite_refuses_sql_that_cannot_run_when_it_is_queued(tmp_path):
         with pytest.raises(ValueError, match="bindings"):
             guard.write("UPDATE accounts SET balance = ?", ())
     store.close()
+
+
+def test_a_batch_record_handler_writes_through_its_guard(face, ledger):
+    def handler(record, guard):
+        amount = int(record.body)
+        ledger.debit(guard, amount, record.message_id)
+        return amount
+
+    event = sqs_event(sqs_record("m-1", 30), sqs_record("m-2", START), sqs_record("m-1", 30))
+    response = face.process(event, handler, face.processor(EventType.SQS, store=ledger.store))
+    assert response == {"batchItemFailures": [{"itemIdentifier": "m-2"}]}  # its debit was refused: nothing landed
+    assert (ledger.balance(), ledger.transfers()) == (START - 30, ["transfer#m-1"])
+
+
+def test_an_idempotent_function_writes_through_the_current_guard(face, ledger):
+    @idempotent_function(data_keyword_argument="order", store=ledger.store)
+    def charge(order):
+        ledger.debit(current_guard(), order["amount"], order["id"])
+        return order["id"]
+
+    charge = face.define(charge) if face.name == "sync" else _async_charge(ledger)
+    assert face.call(charge, order={"id": "o-1", "amount": 30}) == "o-1"
+    assert face.call(charge, order={"id": "o-1", "amount": 30}) == "o-1"  # replayed
+    assert (ledger.balance(), ledger.transfers()) == (START - 30, ["transfer#o-1"])
+    assert current_guard() is None
+
+
+def _async_charge(ledger):
+    @idempotent_function(data_keyword_argument="order", store=ledger.store)
+    async def charge(order):
+        ledger.debit(current_guard(), order["amount"], order["id"])
+        return order["id"]
+
+    return charge
