@@ -26,10 +26,11 @@ def queue(store: object, held_key: str | None, writes: list[Any], item: Any, par
         ValueError: The write breaks a limit of the store's transactions.
     """
     if not isinstance(store, TransactionalStore):
-        msg = (
-            f"{type(store).__name__} cannot commit writes with the idempotency record (guard.write needs a store "
-            "with queue_write and complete_with: DynamoDBPersistenceLayer or SQLitePersistenceLayer)"
+        why = getattr(store, "writes_refused", None) or (
+            "guard.write needs a store with queue_write and complete_with (persistence.TransactionalStore): "
+            "DynamoDBPersistenceLayer, SQLitePersistenceLayer, InMemoryPersistenceLayer"
         )
+        msg = f"{type(store).__name__} cannot commit writes with the idempotency record: {why}"
         raise TypeError(msg)
     if held_key is None:
         msg = (

@@ -7,6 +7,7 @@ by what the tables hold afterwards.
 from __future__ import annotations
 
 import sqlite3
+import uuid
 
 import pytest
 from events import sqs_event, sqs_record
@@ -23,7 +24,13 @@ from consumer import (
     current_guard,
     idempotent_function,
 )
-from persistence import DynamoDBPersistenceLayer, RecordStatus, SQLitePersistenceLayer
+from persistence import (
+    DynamoDBPersistenceLayer,
+    InMemoryPersistenceLayer,
+    RecordStatus,
+    SQLitePersistenceLayer,
+)
+from persistence.redis import RedisPersistenceLayer
 
 RECORD = {"messageId": "m-1", "body": "{}"}
 
@@ -107,14 +114,68 @@ def test_deliveries_racing_for_one_key_debit_once(face, ledger):
     assert (ledger.balance(), ledger.transfers()) == (START - 30, ["transfer#t-1"])
 
 
-def test_a_store_without_transactions_refuses_at_the_write(face):
-    from persistence import InMemoryPersistenceLayer  # noqa: PLC0415
+class OwnStore:
+    """A user's store with the life cycle only: no transactions."""
+
+    def __init__(self):
+        self.inner = InMemoryPersistenceLayer()
+
+    def acquire(self, record, now_ms):
+        return self.inner.acquire(record, now_ms)
+
+    def complete(self, record):
+        self.inner.complete(record)
+
+    def release(self, record):
+        self.inner.release(record)
+
+
+@pytest.mark.parametrize("kind", ["own", "redis"])
+def test_a_store_without_transactions_refuses_at_the_write_and_says_why(face, kind, request):
+    if kind == "own":
+        store, why = OwnStore(), r"OwnStore cannot commit writes .* needs a store with queue_write and complete_with"
+    else:
+        server = request.getfixturevalue("redis_server")
+        store, why = (
+            RedisPersistenceLayer(url=server.url, key_prefix=f"w{uuid.uuid4().hex}:"),
+            "RedisPersistenceLayer cannot .* hash slot",
+        )
+    queued = []
 
     def body(guard):
+        queued.append(guard.key)
         guard.write({"Put": {"TableName": "t", "Item": {}}})
 
-    with pytest.raises(TypeError, match="InMemoryPersistenceLayer cannot commit writes"):
-        face.guarded(RECORD, body, store=InMemoryPersistenceLayer())
+    with pytest.raises(TypeError, match=why):
+        face.guarded(RECORD, body, store=store)
+    assert len(queued) == 1  # raised in the body, by the write: the lock was released
+    assert face.guarded(RECORD, lambda guard: guard, store=store).committed
+
+
+def test_the_in_memory_store_keeps_the_writes_it_committed_with_their_records(face):
+    store = InMemoryPersistenceLayer()
+
+    def body(guard):
+        guard.write({"Put": {"TableName": "ledger", "Item": {"id": {"S": "t-1"}}}})
+        guard.write("UPDATE accounts SET balance = balance - ?", (30,))
+        return guard
+
+    guard = face.guarded(RECORD, body, store=store)
+    with pytest.raises(AlreadyProcessed):
+        face.guarded(RECORD, body, store=store)
+    put = {"Put": {"TableName": "ledger", "Item": {"id": {"S": "t-1"}}}}
+    assert store.writes == [(guard.key, put), (guard.key, ("UPDATE accounts SET balance = balance - ?", (30,)))]
+
+    clock = FakeClock()
+    stale = face.enter(
+        IdempotencyGuard({"messageId": "m-2"}, store=store, clock=clock, context=FakeContext(3000, clock))
+    )
+    stale.write("stale")
+    clock.advance(4.001)
+    face.guarded({"messageId": "m-2"}, lambda guard: guard.write("new"), store=store, clock=clock)
+    with pytest.raises(LockLostError):
+        face.exit(stale)
+    assert [write for _, write in store.writes[2:]] == ["new"]
 
 
 def test_an_unguarded_body_cannot_write(ledger):
