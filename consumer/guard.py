@@ -7,7 +7,7 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, final
 
-from consumer._async import acquire_settled, settle, settled
+from consumer._async import acquire_settled, settled
 from consumer._context import current_lambda_context, enter_key, leave_key, system_clock
 from consumer._errors import (
     AlreadyProcessed,
@@ -16,7 +16,7 @@ from consumer._errors import (
     NestedReplayError,
 )
 from consumer._held import hold, in_progress_error, let_go, release_failure
-from consumer._output import decode_output, unstored, without_response
+from consumer._output import decode_output, unstored
 from consumer._result import check_serializer, completed_record, refusal
 from consumer._unguarded import idempotency_disabled, warn_unguarded
 from consumer._unrun import PLAIN_RESULTS, never_ran
@@ -27,22 +27,19 @@ from persistence import (
     IdempotencyError,
     IdempotencyRecord,
     InlineStore,
-    ItemTooLargeError,
     RecordStatus,
-    WriteConditionError,
     as_async_store,
     is_async_store,
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
     from contextvars import Token
     from types import TracebackType
 
     from consumer._cache import LocalCache
     from consumer._context import Clock, LambdaContext
     from consumer.serialization import BaseIdempotencySerializer
-    from persistence import AsyncPersistenceLayer, PersistenceLayer
+    from persistence import AsyncPersistenceLayer, ItemTooLargeError, PersistenceLayer
 
 logger = logging.getLogger("idempotent_consumer")
 
@@ -140,7 +137,7 @@ class IdempotencyGuard:
         # (item identifier, event source) when a batch processor runs this record: it logs the record's outcome.
         self._batch_record: tuple[str, str] | None = None
         self._unkeyed = False  # no key was selected, and the config lets it run unguarded
-        self._writes: list[Any] = []  # the body's writes (guard.write), in the store's own shape
+        self._writes: list[Any] = []  # guard.write's, in the store's own shape
 
     def _no_key(self) -> str | None:
         """Why the body ran unguarded, built when it is said (``None``: it did not, or idempotency is disabled)."""
@@ -207,18 +204,9 @@ class IdempotencyGuard:
         return self._entered()
 
     def write(self, item: Any, params: Any = None) -> None:
-        """Queue one write that commits with the record, in one transaction, or not at all (call it in the body).
+        """In the body: queue a write that commits with the record in one transaction, or not at all.
 
-        On DynamoDB ``item`` is one ``TransactWriteItems`` entry in the boto3 client's shape (``{"Put": ...}``,
-        ``{"Update": ...}``, ``{"Delete": ...}``, ``{"ConditionCheck": ...}``, typed attribute values, any table
-        the client reaches); on SQLite it is SQL text and ``params`` its parameters, run on the store's file.
-        See docs/exactly-once-writes.md.
-
-        Raises:
-            TypeError: The store cannot commit writes with the record, or ``item`` is not a write it takes.
-            ValueError: The write breaks a limit of the store's transactions (DynamoDB: 99 writes, 400 KB each,
-                about 3.6 MB in all, never the idempotency record itself).
-            RuntimeError: The guard holds no lock (outside the body, or the body runs unguarded).
+        DynamoDB: one ``TransactWriteItems`` entry; SQLite: SQL and ``params`` (docs/exactly-once-writes.md).
         """
         queue(self.store, None if self._held is None else self._held.key, self._writes, item, params)
 
@@ -324,32 +312,16 @@ class IdempotencyGuard:
         self._leave()
         held, complete, failure = self._closing(exc)
         if complete is not None:
-            store = self._sync_store()
-            try:
-                try:
-                    commit(store, complete, self._writes)
-                except ItemTooLargeError as e:
-                    complete, self._unstored = without_response(complete), e
-                    commit(store, complete, self._writes)
-            except WriteConditionError as refused:  # nothing written: the lock goes, a redelivery may run
-                if held is not None:  # always: complete is made from it
-                    self._release(store.release, held, refused)
-                raise
-            self._committed(complete)
+            self._committed(*commit(self._sync_store(), held, complete, self._writes, self._release_failed))
             if failure is not None:
                 raise failure  # stopped while its result was being stored: committed without it first
             return False
         if held is not None:
-            self._release(self._sync_store().release, held, failure)
+            try:
+                self._sync_store().release(held)
+            except Exception as e:  # noqa: BLE001 - any store's failure: the body's exception still wins
+                self._release_failed(held, failure, e)
         return self._closed(exc, failure)
-
-    def _release(
-        self, release: Callable[[IdempotencyRecord], object], held: IdempotencyRecord, failure: BaseException | None
-    ) -> None:
-        try:
-            release(held)
-        except Exception as e:  # noqa: BLE001 - any store's failure: the body's exception (or refusal) still wins
-            self._release_failed(held, failure, e)
 
     async def __aexit__(
         self,
@@ -387,22 +359,11 @@ class IdempotencyGuard:
         self, store: AsyncPersistenceLayer, held: IdempotencyRecord | None, complete: IdempotencyRecord
     ) -> None:
         """Commit as ``__exit__`` does (without the response if it is too large); a cancellation waits for it."""
-        done, cancelled = await settle(acommit(store, complete, self._writes))
-        error = None if done.cancelled() else done.exception()
-        if isinstance(error, ItemTooLargeError):
-            complete, self._unstored = without_response(complete), error
-            done, again = await settle(acommit(store, complete, self._writes))
-            cancelled = cancelled or again
-            error = None if done.cancelled() else done.exception()
-        if error is None and not done.cancelled():
-            self._committed(complete)
-        if isinstance(error, WriteConditionError) and held is not None:  # nothing written: the lock goes
-            try:
-                await settled(store.release(held))
-            except Exception as e:  # noqa: BLE001 - any store's failure: the refusal still wins
-                self._release_failed(held, error, e)
+        committed, too_large, done, cancelled = await acommit(store, held, complete, self._writes, self._release_failed)
+        if committed is not None:
+            self._committed(committed, too_large)
         if cancelled is not None:
-            raise cancelled from error
+            raise cancelled from (None if done.cancelled() else done.exception())
         done.result()  # the store's error, if any
 
     def _closing(
@@ -444,7 +405,8 @@ class IdempotencyGuard:
             raise NestedReplayError.escaping(self.key, exc) from exc
         return False
 
-    def _committed(self, complete: IdempotencyRecord) -> None:
+    def _committed(self, complete: IdempotencyRecord, too_large: ItemTooLargeError | None = None) -> None:
+        self._unstored = too_large or self._unstored  # too large: committed without its response
         self.committed = True
         if self._cache is not None:
             self._cache.put(complete, self._now_ms())

@@ -110,12 +110,8 @@ class RedisPersistenceLayer:
         'orders:'
     """
 
-    #: Why ``guard.write`` is refused on this store (the guard's error says it).
-    writes_refused = (
-        "Redis has no transaction that spans the commit's fencing script and writes of another shape; keys written "
-        "with the record would have to share its hash slot in a cluster. Make the effect idempotent by guard.key "
-        "instead (a SET NX of the key next to your data), or keep the data in DynamoDB or SQLite"
-    )
+    #: Why ``guard.write`` is refused here (its ``TypeError`` says so).
+    writes_refused = "no Redis transaction spans the commit's fencing script and the body's writes (docs: exactly-once)"
 
     def __init__(
         self,

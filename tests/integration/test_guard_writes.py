@@ -138,7 +138,7 @@ def test_a_store_without_transactions_refuses_at_the_write_and_says_why(face, ki
         server = request.getfixturevalue("redis_server")
         store, why = (
             RedisPersistenceLayer(url=server.url, key_prefix=f"w{uuid.uuid4().hex}:"),
-            "RedisPersistenceLayer cannot .* hash slot",
+            "RedisPersistenceLayer cannot .* no Redis transaction spans",
         )
     queued = []
 
