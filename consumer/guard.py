@@ -17,10 +17,9 @@ from consumer._errors import (
 )
 from consumer._held import hold, in_progress_error, let_go, release_failure
 from consumer._output import decode_output, unstored
-from consumer._result import check_serializer, completed_record, refusal
+from consumer._result import acommit, check_serializer, commit, completed_record, queue, refusal
 from consumer._unguarded import idempotency_disabled, warn_unguarded
 from consumer._unrun import PLAIN_RESULTS, never_ran
-from consumer._writes import acommit, commit, queue
 from consumer.config import IdempotencyConfig
 from consumer.keys import make_key, missing_key_message, payload_hash
 from persistence import (

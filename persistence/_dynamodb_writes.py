@@ -9,6 +9,7 @@ idempotency record. Two actions of the body on one item of another table are ref
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import TYPE_CHECKING, Any
 
 from persistence._attributes import MAX_ITEM_BYTES, text_size
@@ -43,13 +44,21 @@ def _size(value: object) -> int:
     return 8  # a bool or a number given as such: botocore refuses it, or DynamoDB counts it in fewer bytes
 
 
-def check_write(item: object, index: int, queued_bytes: int, own: tuple[str, Item]) -> int:
-    """Check the body's write number ``index`` (the record's own table and key are ``own``); return its size.
+def _target(item: Item) -> tuple[str, str] | None:
+    """The item an action names by its ``Key`` (table, key), or ``None`` for a ``Put`` (whose key is not known here)."""
+    ((kind, action),) = item.items()
+    return None if kind == "Put" else (action["TableName"], json.dumps(action["Key"], sort_keys=True))
+
+
+def check_write(item: object, queued: list[tuple[Item, int]], own: tuple[str, Item]) -> int:
+    """Check one more write of the body (the record's own table and key are ``own``); return its size.
 
     Raises:
         TypeError: ``item`` is not one ``TransactWriteItems`` entry.
-        ValueError: It is the 100th action, over 400 KB, past 4 MB with those queued, or on the record itself.
+        ValueError: It is the 100th action, over 400 KB, past 4 MB with those queued, on the record itself, or
+            on an item a queued write names by the same key.
     """
+    index, queued_bytes = len(queued), sum(size for _, size in queued)
     kinds = list(item) if isinstance(item, dict) else []
     action = item.get(kinds[0]) if isinstance(item, dict) and len(kinds) == 1 and kinds[0] in _KINDS else None
     if not isinstance(action, dict) or not isinstance(action.get("TableName"), str):
@@ -86,6 +95,11 @@ def check_write(item: object, index: int, queued_bytes: int, own: tuple[str, Ite
             f"write {index} is a {kind} of the idempotency record itself: the commit writes it "
             "(DynamoDB takes one action per item)"
         )
+        raise ValueError(msg)
+    mine = _target({kind: action})
+    twin = next((i for i, (other, _) in enumerate(queued) if mine is not None and _target(other) == mine), None)
+    if mine is not None and twin is not None:
+        msg = f"write {index} names the item write {twin} names ({mine[0]} {mine[1]}): one action per item"
         raise ValueError(msg)
     return size
 

@@ -287,8 +287,7 @@ class DynamoDBPersistenceLayer:
         if params is not None:
             msg = "a DynamoDB write takes no params: pass one TransactWriteItems entry (its values inside it)"
             raise TypeError(msg)
-        queued = sum(size for _, size in writes)
-        writes.append((item, check_write(item, len(writes), queued, (self.table_name, self._key(key)))))
+        writes.append((item, check_write(item, writes, (self.table_name, self._key(key)))))
 
     def complete_with(self, record: IdempotencyRecord, writes: Sequence[Any]) -> None:
         """See :meth:`persistence.TransactionalStore.complete_with`. One TransactWriteItems, the commit last.

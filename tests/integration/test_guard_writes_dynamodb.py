@@ -148,6 +148,13 @@ def test_limits_are_checked_when_a_write_is_queued(ledger):
         own = {"TableName": store.table_name, "Key": {"id": {"S": guard.key}}, "ConditionExpression": "a = b"}
         with pytest.raises(ValueError, match="ConditionCheck of the idempotency record itself"):
             guard.write({"ConditionCheck": own})
+        debit = {"TableName": table, "Key": {"account": {"S": "a"}}, "UpdateExpression": "SET b = :b"}
+        guard.write({"Update": {**debit, "ExpressionAttributeValues": {":b": {"N": "1"}}}})
+        with pytest.raises(ValueError, match="write 1 names the item write 0 names"):
+            guard.write(
+                {"ConditionCheck": {"TableName": table, "Key": {"account": {"S": "a"}}, "ConditionExpression": "x"}}
+            )
+        guard._writes.clear()
         with pytest.raises(TypeError, match="one TransactWriteItems entry"):
             guard.write({"Put": {"Item": {}}, "Delete": {}})
         with pytest.raises(TypeError, match="a Delete needs its Key"):
