@@ -343,7 +343,12 @@ class IdempotencyGuard:
             return self.__exit__(exc_type, exc, traceback)  # nothing to await: the sync face, exactly
         held, complete, failure = self._closing(exc)
         if complete is not None:
-            await self._acommit(store, held, complete)
+            ok, big, done, cancelled = await acommit(store, held, complete, self._writes, self._release_failed)
+            if ok is not None:
+                self._committed(ok, big)
+            if cancelled is not None:  # the commit's answer came first: acted on, the cancellation goes on
+                raise cancelled from (None if done.cancelled() else done.exception())
+            done.result()  # the store's error, if any
             if failure is not None:
                 raise failure  # stopped while its result was being stored: committed without it first
             return False
@@ -353,17 +358,6 @@ class IdempotencyGuard:
             except Exception as e:  # noqa: BLE001 - any store's failure: the body's exception still wins
                 self._release_failed(held, failure, e)
         return self._closed(exc, failure)
-
-    async def _acommit(
-        self, store: AsyncPersistenceLayer, held: IdempotencyRecord | None, complete: IdempotencyRecord
-    ) -> None:
-        """Commit as ``__exit__`` does (without the response if it is too large); a cancellation waits for it."""
-        committed, too_large, done, cancelled = await acommit(store, held, complete, self._writes, self._release_failed)
-        if committed is not None:
-            self._committed(committed, too_large)
-        if cancelled is not None:
-            raise cancelled from (None if done.cancelled() else done.exception())
-        done.result()  # the store's error, if any
 
     def _closing(
         self, exc: BaseException | None
