@@ -203,10 +203,7 @@ class IdempotencyGuard:
         return self._entered()
 
     def write(self, item: Any, params: Any = None) -> None:
-        """In the body: queue a write that commits with the record in one transaction, or not at all.
-
-        DynamoDB: one ``TransactWriteItems`` entry; SQLite: SQL and ``params`` (docs/exactly-once-writes.md).
-        """
+        """In the body: queue a write committed with the record, or not at all (see docs/exactly-once-writes.md)."""
         queue(self.store, None if self._held is None else self._held.key, self._writes, item, params)
 
     def _entered(self) -> IdempotencyGuard:
