@@ -6,6 +6,7 @@ by what the tables hold afterwards.
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import uuid
 
@@ -234,3 +235,44 @@ def _async_charge(ledger):
         return order["id"]
 
     return charge
+
+
+class NativeTransactionalStore:
+    """A native async store (``async def``) with the capability: ``queue_write`` plain, ``complete_with`` awaited."""
+
+    def __init__(self):
+        self.inner = InMemoryPersistenceLayer()
+
+    async def acquire(self, record, now_ms):
+        return self.inner.acquire(record, now_ms)
+
+    async def complete(self, record):
+        self.inner.complete(record)
+
+    async def release(self, record):
+        self.inner.release(record)
+
+    def queue_write(self, key, writes, item, params):
+        self.inner.queue_write(key, writes, item, params)
+
+    async def complete_with(self, record, writes):
+        await asyncio.sleep(0)
+        if "refused" in writes:
+            raise WriteConditionError(key=record.key, index=writes.index("refused"), reason="test", detail=None)
+        self.inner.complete_with(record, writes)
+
+
+def test_a_native_async_store_commits_the_writes_and_releases_on_a_refusal():
+    store = NativeTransactionalStore()
+
+    async def deliver(message, *writes):
+        async with IdempotencyGuard(message, store=store) as guard:
+            for write in writes:
+                guard.write(write)
+
+    asyncio.run(deliver({"messageId": "m-1"}, "a", "b"))
+    with pytest.raises(WriteConditionError) as refused:
+        asyncio.run(deliver({"messageId": "m-2"}, "c", "refused"))
+    assert refused.value.index == 1
+    assert store.inner.get(refused.value.key) is None  # released
+    assert [write for _, write in store.inner.writes] == ["a", "b"]
