@@ -6,8 +6,8 @@ idempotency pattern (``libraries.powertools_async``).
   so what is measured is how each library overlaps its store calls, not botocore's CPU (0.6-1.4 ms a request
   on a small machine, which alone would exceed the floor for a 100-record batch).
 
-Each handler calls ``asyncio.run`` once per invocation (ours as its docs write the handler, Powertools'
-``async_process_partial_response`` does so itself outside Lambda): a cost both pay alike.
+Each handler starts one event loop per invocation (both libraries' ``async_process_partial_response`` does so
+itself, called from a sync handler outside Lambda): a cost both pay alike.
 """
 
 from __future__ import annotations

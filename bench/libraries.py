@@ -52,9 +52,7 @@ def powertools(store: Any = None, *, use_local_cache: bool = False, kafka: bool 
 
 
 def ours_async(store: Any = None, *, max_concurrency: int = 100):  # noqa: ANN201
-    """Our async handler: an ``async def`` record handler under ``AsyncBatchProcessor``, run by ``asyncio.run``."""
-    import asyncio
-
+    """Our async handler: an ``async def`` record handler under ``AsyncBatchProcessor``, from a sync handler."""
     from consumer import AsyncBatchProcessor, EventType, IdempotencyConfig, async_process_partial_response
     from persistence import InMemoryPersistenceLayer
 
@@ -67,7 +65,7 @@ def ours_async(store: Any = None, *, max_concurrency: int = 100):  # noqa: ANN20
         return {"ok": record.message_id}
 
     def handler(event: dict[str, Any], context: Any) -> Any:
-        return asyncio.run(async_process_partial_response(event, record_handler, processor, context))
+        return async_process_partial_response(event, record_handler, processor, context)  # runs its own loop
 
     return handler
 

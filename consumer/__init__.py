@@ -66,6 +66,7 @@ from consumer.batch import (
     UnexpectedBatchTypeError,
     process_partial_response,
 )
+from consumer.batch._record_model import RecordModelError
 from consumer.config import IdempotencyConfig, ResponseHook
 from consumer.decorators import idempotent, idempotent_function
 from consumer.guard import IdempotencyGuard
@@ -82,17 +83,21 @@ from persistence import (
 
 if TYPE_CHECKING:
     from consumer.batch._async_batch import AsyncBatchProcessor, async_process_partial_response
+    from consumer.batch._decorators import async_batch_processor, batch_processor
     from consumer.powertools import PowertoolsCutover
     from consumer.sources._kafka import KafkaHeaders, KafkaRecord
 
 #: Public names whose modules are imported when a name is first used, not with the package (PEP 562): a sync
-#: function's cold start does not pay for the async processor, the Powertools cut-over, nor Kafka's records.
+#: function's cold start does not pay for the async processor, the Powertools cut-over, Kafka's records, nor Powertools'
+#: older batch decorators.
 _IMPORTED_ON_FIRST_USE = {
     "KafkaHeaders": "consumer.sources._kafka",
     "KafkaRecord": "consumer.sources._kafka",
     "AsyncBatchProcessor": "consumer.batch._async_batch",
     "async_process_partial_response": "consumer.batch._async_batch",
     "PowertoolsCutover": "consumer.powertools",
+    "batch_processor": "consumer.batch._decorators",
+    "async_batch_processor": "consumer.batch._decorators",
 }
 
 
@@ -160,13 +165,16 @@ __all__ = [
     "PartialBatchResponse",
     "PersistenceLayerError",
     "PowertoolsCutover",
+    "RecordModelError",
     "ResponseDecodeError",
     "ResponseHook",
     "SQSRecord",
     "SqsFifoPartialProcessor",
     "UnexpectedBatchTypeError",
     "WriteConditionError",
+    "async_batch_processor",
     "async_process_partial_response",
+    "batch_processor",
     "canonical_json",
     "current_guard",
     "current_idempotency_key",

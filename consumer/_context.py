@@ -40,6 +40,17 @@ def system_clock() -> float:
     return time.time()
 
 
+def lambda_context_of(context: LambdaContext | None) -> LambdaContext | None:
+    """The Lambda context of ``context``: itself, or the ``lambda_context`` a durable function's context carries.
+
+    A durable function (the AWS durable execution SDK's ``@durable_execution``) hands its handler a
+    ``DurableContext``: recognised, as Powertools recognises it, by its ``lambda_context`` and ``state``. Its
+    ``lambda_context`` is the invocation's, whose deadline bounds the lock.
+    """
+    inner = getattr(context, "lambda_context", None)
+    return inner if inner is not None and hasattr(context, "state") else context
+
+
 _UNSET = None
 _current: contextvars.ContextVar[tuple[LambdaContext | None] | None] = contextvars.ContextVar(
     "idempotent_consumer_lambda_context", default=_UNSET
@@ -69,8 +80,11 @@ class Invocation:
     __slots__ = ("_closed", "_context", "_token")
 
     def __init__(self, context: LambdaContext | None) -> None:
-        """Register ``context`` for the current thread (and the threads and tasks it starts) now."""
-        self._context = context
+        """Register ``context`` for the current thread (and the threads and tasks it starts) now.
+
+        A durable function's context registers the Lambda context it carries (:func:`lambda_context_of`).
+        """
+        self._context = context = lambda_context_of(context)
         self._token = _current.set((context,))
         self._closed = False
         with _running_lock:
@@ -146,8 +160,9 @@ def register_invocation_context(context: LambdaContext | None) -> None:
     and its deadline has not passed. So a context left behind by the previous invocation on a warm container never
     sets the next one's lock deadline: once our processor or ``@idempotent`` receives the next invocation's
     context, or the old one's deadline passes, it no longer counts (the lock then lasts ``lock_timeout_seconds``).
-    ``None`` unregisters it.
+    ``None`` unregisters it. A durable function's context registers the Lambda context it carries.
     """
+    context = lambda_context_of(context)
     with _running_lock:
         _registered[:] = [] if context is None else [context]
         if context is not None:

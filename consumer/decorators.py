@@ -8,7 +8,7 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from consumer._context import Invocation, system_clock
+from consumer._context import Invocation, lambda_context_of, system_clock
 from consumer._errors import AlreadyProcessed, DataArgumentError
 from consumer._handlers import GuardedFunction, is_async, refuse_unrunnable
 from consumer._output import FunctionOutput
@@ -80,7 +80,7 @@ def idempotent(
         async def async_wrapper(event: Any, context: LambdaContext | None) -> Any:
             with Invocation(context):
                 try:
-                    async with guard(event, context) as g:
+                    async with guard(event, lambda_context_of(context)) as g:
                         g.result = await handler(event, context)
                 except AlreadyProcessed as done:  # our own guard's: a nested one's is a NestedReplayError
                     return done.response
@@ -90,7 +90,7 @@ def idempotent(
         def wrapper(event: Any, context: LambdaContext | None) -> Any:
             with Invocation(context):
                 try:
-                    with guard(event, context) as g:
+                    with guard(event, lambda_context_of(context)) as g:
                         g.result = handler(event, context)
                 except AlreadyProcessed as done:  # our own guard's: a nested one's is a NestedReplayError
                     return done.response

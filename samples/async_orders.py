@@ -7,9 +7,10 @@ or ``aiohttp`` request) and passes the idempotency key along, as an ``Idempotenc
 guard; a message delivered twice in one batch runs once and replays the second time. The store is reached
 without blocking the loop (DynamoDB and SQLite in a thread pool).
 
-The Lambda Python runtime calls a plain function, so the entry point is a sync ``handler`` that runs the
-batch with ``asyncio.run``. Run it locally on the embedded SQLite store, twice (the second delivery
-replays every record; the poison record is reported failed both times)::
+The Lambda Python runtime calls a plain function, so the entry point is a sync ``handler``:
+``async_process_partial_response`` called there runs the batch on a new event loop. Run it locally on the
+embedded SQLite store, twice (the second delivery replays every record; the poison record is reported failed
+both times)::
 
     idempotent-consumer invoke samples.async_orders:handler --event samples/events/async_orders.json --repeat 2
 
@@ -70,4 +71,4 @@ async def record_handler(record: SQSRecord, guard: IdempotencyGuard) -> dict[str
 
 def handler(event: SQSEvent, context: Context) -> Any:
     """The Lambda handler (SQS trigger with ReportBatchItemFailures): one event loop per invocation."""
-    return asyncio.run(async_process_partial_response(event, record_handler, processor, context))
+    return async_process_partial_response(event, record_handler, processor, context)

@@ -159,7 +159,10 @@ class AsyncFace:
         return AsyncBatchProcessor(event_type, max_concurrency=max_workers, **options)
 
     def process(self, event: Any, handler: Callable[..., Any], processor: Any, context: Any = None) -> Any:
-        return awaited(async_process_partial_response(event, as_async(handler), processor, context))
+        async def run() -> Any:  # awaited in a running loop: the coroutine face of async_process_partial_response
+            return await async_process_partial_response(event, as_async(handler), processor, context)
+
+        return awaited(run())
 
     def guarded(self, data: Any, body: Callable[[IdempotencyGuard], Any], **guard_options: Any) -> Any:
         """Run ``body(guard)`` inside ``async with IdempotencyGuard(data, ...)`` after a real suspension."""

@@ -2,7 +2,8 @@
 
 The batch wing owns the processors (this module, and the async one in ``_async_batch``), the run over one batch
 (scheduling, ordering, failure propagation, the deadline: ``_run``, ``_async_run``), records of one batch sharing
-a key (``_holders``), the event and the response (``_event``) and the report once the batch ran (``_report``).
+a key (``_holders``), the event and the response (``_event``), the report once the batch ran (``_report``), a
+record parsed into the processor's ``model`` (``_record_model``) and Powertools' older decorators (``_decorators``).
 It may import the core, ``persistence``, and the public faces of the sources wing (records, ids, ordering keys)
 and the observability wing (outcomes, logs, metrics). No wing imports it: only ``consumer``'s public face does.
 """
@@ -14,7 +15,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, overload
 
-from consumer._context import Invocation, system_clock
+from consumer._context import Invocation, lambda_context_of, system_clock
 from consumer._errors import BatchEventError, BatchProcessingError, UnexpectedBatchTypeError
 from consumer.batch._event import BatchEvent, BatchItemFailure, BatchSummary, PartialBatchResponse
 from consumer.batch._processor import _Processor
@@ -26,9 +27,12 @@ from consumer.sources import (
 from persistence import is_async_store
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from typing_extensions import Unpack
 
     from consumer._context import Clock, LambdaContext
+    from consumer.batch._processor import _Batch
     from consumer.batch._report import OutcomeHook
     from consumer.batch._types import BatchOptions, RecordHandler
     from consumer.config import IdempotencyConfig
@@ -94,6 +98,15 @@ class BatchProcessor(_Processor[RecordT]):
 
     @overload
     def __init__(
+        self: BatchProcessor[Any],
+        event_type: EventType,
+        *,
+        model: type[Any],
+        store: PersistenceLayer | None = None,
+        **options: Unpack[BatchOptions],
+    ) -> None: ...
+    @overload
+    def __init__(
         self: BatchProcessor[SQSRecord],
         event_type: SQSEventType,
         *,
@@ -146,6 +159,7 @@ class BatchProcessor(_Processor[RecordT]):
         clock: Clock = system_clock,
         on_outcome: OutcomeHook | None = None,
         metrics: Metrics | bool | None = None,
+        model: type[Any] | None = None,
     ) -> None:
         """Configure the processor; reuse it across invocations.
 
@@ -170,9 +184,14 @@ class BatchProcessor(_Processor[RecordT]):
             metrics: CloudWatch EMF metrics, one JSON line on stdout per invocation
                 (:mod:`consumer.observability.metrics`): ``True`` or a :class:`~consumer.Metrics`; ``None`` reads
                 ``IDEMPOTENCY_METRICS``; ``False`` is off.
+            model: A Pydantic model class (Powertools' parser models, ``SqsRecordModel`` ..., or your own): the
+                handler gets each record parsed into it. The key is still selected from the record as delivered.
+                A record that does not fit fails alone with :class:`~consumer.RecordModelError` (naming the record
+                and its fields, quoting no value); one that completed before replays without being parsed.
 
         Raises:
-            TypeError: ``on_outcome`` is not a plain function, or ``metrics`` is not one of its forms.
+            TypeError: ``on_outcome`` is not a plain function, ``metrics`` is not one of its forms, or ``model`` is
+                not a Pydantic model class.
         """
         if max_workers < 1:
             raise ValueError(f"max_workers must be at least 1, got {max_workers}")
@@ -190,14 +209,29 @@ class BatchProcessor(_Processor[RecordT]):
             clock=clock,
             on_outcome=on_outcome,
             metrics=metrics,
+            model=model,
         )
         self._pool: ThreadPoolExecutor | None = None  # made on first use, kept for warm invocations
         self._pool_lock = threading.Lock()
 
+    @overload
+    def process(self) -> list[tuple[str, Any, Any]]: ...
+    @overload
     def process(
         self, event: BatchEvent, record_handler: RecordHandler[RecordT], context: LambdaContext | None = None
-    ) -> PartialBatchResponse:
+    ) -> PartialBatchResponse: ...
+    def process(
+        self,
+        event: BatchEvent | None = None,
+        record_handler: RecordHandler[RecordT] | None = None,
+        context: LambdaContext | None = None,
+    ) -> PartialBatchResponse | list[tuple[str, Any, Any]]:
         """Process one invocation's batch and return its partial batch response.
+
+        Without arguments, inside ``with processor(records, record_handler, lambda_context=context):`` (Powertools'
+        older form), process those records the same way and return Powertools' list of outcomes
+        (``("success", result, record)`` / ``("fail", "<type>:<error>", record)``); ``processor.response()`` then
+        gives the response, and the end of the block raises ``BatchProcessingError`` if every record failed.
 
         Raises:
             UnexpectedBatchTypeError: The event has no records (no ``Records`` list, or an empty one), or a
@@ -205,8 +239,26 @@ class BatchProcessor(_Processor[RecordT]):
             BatchProcessingError: Every record failed (unless ``raise_on_entire_batch_failure=False``).
             TypeError: ``record_handler`` is ``async def`` or a generator function (nothing is run).
         """
+        if event is None and record_handler is None:
+            call = self._block_call()
+            call.batch = self._run(None, call.handler, call.context, records=call.records)
+            return call.batch.outcomes()
+        if record_handler is None:
+            raise TypeError("process(event, record_handler, context): record_handler is missing")
+        return self._run(event, record_handler, context).respond()
+
+    def _run(
+        self,
+        event: BatchEvent | None,
+        record_handler: Callable[..., Any],
+        context: LambdaContext | None,
+        records: list[Any] | None = None,
+    ) -> _Batch:
         started = time.perf_counter()
-        settings, handler, guard_passing, items = self._start(event, record_handler, context, async_ok=False)
+        settings, handler, guard_passing, items = self._start(
+            event, record_handler, context, async_ok=False, records=records
+        )
+        context = lambda_context_of(context)  # a durable function's: the Lambda context it carries sets the deadline
         with Invocation(context):
             try:
                 BatchRun(settings, handler, guard_passing, context, items, self._workers()).run()

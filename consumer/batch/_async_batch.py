@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from consumer._context import Invocation, system_clock
-from consumer.batch._processor import _Batch, _Processor
+from consumer._context import Invocation, lambda_context_of, system_clock
+from consumer.batch._processor import _Processor
 from consumer.sources import RecordT
 from persistence import as_async_store
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Coroutine
+
     from typing_extensions import Unpack
 
     from consumer._context import Clock, LambdaContext
     from consumer.batch._event import BatchEvent, PartialBatchResponse
+    from consumer.batch._processor import _Batch
     from consumer.batch._report import OutcomeHook
     from consumer.batch._types import AsyncBatchOptions, RecordHandler
     from consumer.config import IdempotencyConfig
@@ -33,6 +36,8 @@ if TYPE_CHECKING:
     from consumer.sources._kafka import KafkaRecord
     from persistence import AsyncPersistenceLayer, PersistenceLayer
 
+
+T = TypeVar("T")
 
 #: Records run at once unless told otherwise: a whole default SQS batch.
 DEFAULT_MAX_CONCURRENCY = 10
@@ -69,10 +74,19 @@ class AsyncBatchProcessor(_Processor[RecordT]):
         ...     await asyncio.sleep(0)  # a downstream call
         ...     return int(record.body)
         >>> event = {"Records": [{"messageId": "a", "body": "1"}, {"messageId": "b", "body": "oops"}]}
-        >>> asyncio.run(async_process_partial_response(event, charge, processor))
+        >>> async_process_partial_response(event, charge, processor)  # from sync code; `await` it in a coroutine
         {'batchItemFailures': [{'itemIdentifier': 'b'}]}
     """
 
+    @overload
+    def __init__(
+        self: AsyncBatchProcessor[Any],
+        event_type: EventType,
+        *,
+        model: type[Any],
+        store: PersistenceLayer | AsyncPersistenceLayer | None = None,
+        **options: Unpack[AsyncBatchOptions],
+    ) -> None: ...
     @overload
     def __init__(
         self: AsyncBatchProcessor[SQSRecord],
@@ -128,6 +142,7 @@ class AsyncBatchProcessor(_Processor[RecordT]):
         clock: Clock = system_clock,
         on_outcome: OutcomeHook | None = None,
         metrics: Metrics | bool | None = None,
+        model: type[Any] | None = None,
     ) -> None:
         """Configure the processor; reuse it across invocations.
 
@@ -151,9 +166,12 @@ class AsyncBatchProcessor(_Processor[RecordT]):
             on_outcome: Called once per record, as in :class:`~consumer.BatchProcessor`: a plain function, called on
                 the event loop (keep it quick), never awaited.
             metrics: CloudWatch EMF metrics, as in :class:`~consumer.BatchProcessor`.
+            model: A Pydantic model class the handler gets each record parsed into, as in
+                :class:`~consumer.BatchProcessor`.
 
         Raises:
-            TypeError: ``on_outcome`` is not a plain function, or ``metrics`` is not one of its forms.
+            TypeError: ``on_outcome`` is not a plain function, ``metrics`` is not one of its forms, or ``model`` is
+                not a Pydantic model class.
         """
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency}")
@@ -169,6 +187,7 @@ class AsyncBatchProcessor(_Processor[RecordT]):
             clock=clock,
             on_outcome=on_outcome,
             metrics=metrics,
+            model=model,
         )
         self.cancel_at_deadline = cancel_at_deadline
         self._store_reserved = False
@@ -177,12 +196,23 @@ class AsyncBatchProcessor(_Processor[RecordT]):
         super()._keep(batch)
         self._latest.batch = batch  # read by code outside the task that processed it (after asyncio.run)
 
+    @overload
+    async def process(self) -> list[tuple[str, Any, Any]]: ...
+    @overload
     async def process(
         self, event: BatchEvent, record_handler: RecordHandler[RecordT], context: LambdaContext | None = None
-    ) -> PartialBatchResponse:
+    ) -> PartialBatchResponse: ...
+    async def process(
+        self,
+        event: BatchEvent | None = None,
+        record_handler: RecordHandler[RecordT] | None = None,
+        context: LambdaContext | None = None,
+    ) -> PartialBatchResponse | list[tuple[str, Any, Any]]:
         """Process one invocation's batch and return its partial batch response.
 
-        The handler may be ``async def`` (awaited) or a plain ``def`` (run on the event loop).
+        The handler may be ``async def`` (awaited) or a plain ``def`` (run on the event loop). Without arguments,
+        inside ``with processor(records, record_handler):``, as :meth:`BatchProcessor.process` (and
+        :meth:`async_process`, Powertools' name, which a sync caller need not await).
 
         Raises:
             UnexpectedBatchTypeError: The event has no records (no ``Records`` list, or an empty one), or a
@@ -191,13 +221,55 @@ class AsyncBatchProcessor(_Processor[RecordT]):
             TypeError: ``record_handler`` is a generator or async generator function (nothing is run).
             asyncio.CancelledError: The invocation was cancelled; every record still running released its lock.
         """
+        if event is None and record_handler is None:
+            call = self._block_call()
+            call.batch = await self._run(None, call.handler, call.context, records=call.records)
+            return call.batch.outcomes()
+        if record_handler is None:
+            raise TypeError("process(event, record_handler, context): record_handler is missing")
+        return (await self._run(event, record_handler, context)).respond()
+
+    def async_process(self) -> list[tuple[str, Any, Any]]:
+        """Powertools' name: :meth:`process` of ``with processor(records, record_handler):``, run to its end.
+
+        Called where no event loop runs (a Lambda handler), it runs the records on a new loop and returns the
+        outcomes; in a coroutine (an event loop running in this thread), it returns an awaitable of them.
+        """
+        return self._run_here(self.process())
+
+    def _run_here(self, call: Coroutine[Any, Any, T]) -> T:
+        """``call`` run to its end on a new event loop, where this thread runs none; else ``call`` itself, to await.
+
+        Safe because it turns on the calling thread alone: without a running loop nothing in this thread could
+        await ``call``, and a sync caller needs the result; with one, running it here would block that loop
+        (``asyncio.run`` refuses), and the caller awaits it. Either way the records run through the same run.
+        """
+        import asyncio  # noqa: PLC0415 - asyncio costs sync users 15+ ms
+
+        if loop_running():
+            return call  # type: ignore[return-value]  # awaited by the coroutine that called us
+        try:
+            return asyncio.run(call)
+        finally:  # what the loop's copy of the context kept, in the caller's context too (processor.summary)
+            self._keep(getattr(self._latest, "batch", None))
+
+    async def _run(
+        self,
+        event: BatchEvent | None,
+        record_handler: Callable[..., Any],
+        context: LambdaContext | None,
+        records: list[Any] | None = None,
+    ) -> _Batch:
         from consumer.batch._async_run import AsyncBatchRun  # noqa: PLC0415 - asyncio costs sync users 15+ ms
 
         started = time.perf_counter()
-        settings, handler, guard_passing, items = self._start(event, record_handler, context, async_ok=True)
+        settings, handler, guard_passing, items = self._start(
+            event, record_handler, context, async_ok=True, records=records
+        )
         if not self._store_reserved and settings.store is not None:  # a store thread per record that may run at once
             as_async_store(settings.store, max_threads=settings.max_workers)
             self._store_reserved = True
+        context = lambda_context_of(context)  # a durable function's: the Lambda context it carries sets the deadline
         run = AsyncBatchRun(settings, handler, guard_passing, context, items)
         run.cancel_at_deadline = self.cancel_at_deadline
         with Invocation(context):
@@ -210,7 +282,18 @@ class AsyncBatchProcessor(_Processor[RecordT]):
         return self._finish(settings, guard_passing, items, started, context)
 
 
-async def async_process_partial_response(
+def loop_running() -> bool:
+    """Whether an event loop runs in the calling thread (a coroutine called us, directly or through sync code)."""
+    import asyncio  # noqa: PLC0415 - asyncio costs sync users 15+ ms
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def async_process_partial_response(
     event: BatchEvent,
     record_handler: RecordHandler[RecordT],
     processor: AsyncBatchProcessor[RecordT],
@@ -218,18 +301,23 @@ async def async_process_partial_response(
 ) -> PartialBatchResponse:
     """Process ``event`` with ``processor`` and return ``{"batchItemFailures": [...]}`` for Lambda.
 
-    From a sync Lambda handler, run it with ``asyncio.run``:
+    Called from a sync Lambda handler (no event loop running in the thread), it runs the batch on a new event loop
+    and returns the response, as Powertools documents it. Called in a coroutine (an event loop running in the
+    thread), it returns an awaitable instead: ``await async_process_partial_response(...)``. Type checkers know the
+    first form; in async code, ``await processor.process(event, record_handler, context)`` is typed as awaited.
 
     Examples:
-        >>> import asyncio
         >>> from persistence import InMemoryPersistenceLayer
         >>> from consumer import EventType
         >>> processor = AsyncBatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer())
         >>> async def record_handler(record):
         ...     return record.body
         >>> def handler(event, context):
-        ...     return asyncio.run(async_process_partial_response(event, record_handler, processor, context))
+        ...     return async_process_partial_response(event, record_handler, processor, context)
         >>> handler({"Records": [{"messageId": "a", "body": "{}"}]}, None)
         {'batchItemFailures': []}
     """
-    return await processor.process(event, record_handler, context)
+    if not isinstance(processor, AsyncBatchProcessor):
+        msg = f"async_process_partial_response takes an AsyncBatchProcessor, got {type(processor).__name__}"
+        raise TypeError(msg)
+    return processor._run_here(processor.process(event, record_handler, context))  # noqa: SLF001 - one module

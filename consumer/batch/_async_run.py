@@ -211,7 +211,8 @@ class AsyncBatchRun(BatchRun):
     async def _body(self, item: Item, guard: IdempotencyGuard) -> None:
         if self._aholders is not None:
             self._aholders.hold(guard)  # entered: records of the batch meeting its lock wait for it
-        result = self.handler(item.record) if self.guard_passing == NO_GUARD else self._call(item.record, guard)
+        record = self._input(item)
+        result = self.handler(record) if self.guard_passing == NO_GUARD else self._call(record, guard)
         if hasattr(type(result), "__await__"):  # an async handler (a plain def may return an awaitable too)
             result = await result
         if result is not None or guard.result is None:  # a handler may set guard.result and return None

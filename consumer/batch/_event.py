@@ -94,6 +94,14 @@ def records_of(event: BatchEvent, event_type: EventType) -> list[Any]:
     return listed
 
 
+def checked_records(records: Any) -> list[Any]:
+    """The records handed to ``processor(records, handler)`` (Powertools' older form): the event's list of them."""
+    if not isinstance(records, list):
+        msg = f"processor(records, handler) takes the event's list of records, got {type(records).__name__}"
+        raise UnexpectedBatchTypeError(msg)
+    return records
+
+
 def _parse_one(event_type: EventType, index: int, raw: Any) -> Item:
     # Without its identifier a record cannot be reported failed: a record that cannot be parsed fails the whole
     # invocation, so the batch is redelivered rather than lose it.

@@ -17,10 +17,12 @@ from consumer._handlers import LAMBDA_CONTEXT, OWN, handler_shape, refuse_droppe
 from consumer.batch._event import (
     BatchSummary,
     PartialBatchResponse,
+    checked_records,
     parse,
     records_of,
     summarize,
 )
+from consumer.batch._record_model import check_model
 from consumer.batch._report import Reporter, check_hook
 from consumer.batch._run import RunSettings
 from consumer.observability import NOT_RUN, Item, resolve
@@ -28,6 +30,9 @@ from consumer.sources import EventType, RecordT, failure_identifier, refuse_key_
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from types import TracebackType
+
+    from typing_extensions import Self
 
     from consumer._context import Clock, LambdaContext
     from consumer.batch._event import BatchEvent
@@ -41,8 +46,45 @@ logger = logging.getLogger("idempotent_consumer")
 
 @dataclass(frozen=True, slots=True)
 class _Batch:
+    """One batch processed: its items, summary and response, and the error to raise when every record failed."""
+
     items: list[Item]
     summary: BatchSummary
+    response: PartialBatchResponse | None = None  # None: the run was interrupted (a BaseException)
+    error: BatchProcessingError | None = None
+
+    def respond(self) -> PartialBatchResponse:
+        """The response; or raise ``BatchProcessingError`` when every record failed (and the processor raises)."""
+        if self.error is not None:
+            raise self.error
+        assert self.response is not None  # noqa: S101 - only a finished batch is responded to
+        return self.response
+
+    def outcomes(self) -> list[tuple[str, Any, Any]]:
+        """Powertools' ``processor.process()`` list: ``("success", result, record as delivered)`` or ``("fail",
+        "<exception type>:<exception>", typed record)``, in batch order."""  # noqa: D205, D209 - one sentence
+        return [
+            ("success", i.result, i.raw)
+            if i.outcome is not None and i.outcome.succeeded
+            else ("fail", _why(i), i.record)
+            for i in self.items
+        ]
+
+
+def _why(item: Item) -> str:
+    if item.error is None:
+        return f"not run ({'unknown' if item.outcome is None else item.outcome.value})"
+    return f"{type(item.error)}:{item.error}"
+
+
+@dataclass(slots=True)
+class _Call:
+    """``processor(records, handler, lambda_context)``, Powertools' older form, until its ``with`` block ends."""
+
+    records: list[Any]
+    handler: Callable[..., Any]
+    context: LambdaContext | None
+    batch: _Batch | None = None  # what process() made of it, read when the block ends
 
 
 class _Processor(Generic[RecordT]):
@@ -62,7 +104,9 @@ class _Processor(Generic[RecordT]):
         clock: Clock,
         on_outcome: OutcomeHook | None,
         metrics: Metrics | bool | None,
+        model: type[Any] | None,
     ) -> None:
+        check_model(model)
         if deadline_margin_ms < 0:
             raise ValueError(f"deadline_margin_ms must not be negative, got {deadline_margin_ms}")
         if config is not None and config.key_header is not None:
@@ -78,6 +122,7 @@ class _Processor(Generic[RecordT]):
             deadline_margin_ms,
             stop_on_first_failure,
             skip_group_on_error,
+            model,
         )
         self._reporter = Reporter(check_hook(on_outcome), resolve(metrics))
         self._last: contextvars.ContextVar[_Batch | None] = contextvars.ContextVar(
@@ -86,6 +131,10 @@ class _Processor(Generic[RecordT]):
         # Where no batch was processed in the reader's own context: the async processor keeps its thread's latest
         # here, since asyncio.run() processes in a copy of the caller's context; the sync one never sets it.
         self._latest = threading.local()
+        # Powertools' `with processor(records, handler):` form: the call of this thread (or task), never shared.
+        self._calls: contextvars.ContextVar[_Call | None] = contextvars.ContextVar(
+            f"idempotent_consumer_call_{id(self)}", default=None
+        )
         self._warned_unguarded = False
 
     @property
@@ -110,19 +159,89 @@ class _Processor(Generic[RecordT]):
         """Powertools' name: the typed records of the last batch that were reported in ``batchItemFailures``."""
         return [item.record for item in self.items if item.outcome is None or not item.outcome.succeeded]
 
+    def response(self) -> PartialBatchResponse:
+        """Powertools' name: the partial batch response of the last batch this thread (or task) processed.
+
+        Raises:
+            RuntimeError: No batch was processed here, or its run was interrupted: there is no response that
+                could be returned without acknowledging records that did not run.
+        """
+        last = self._last.get(getattr(self._latest, "batch", None))
+        if last is None or last.response is None:
+            msg = f"{type(self).__name__}.response(): no batch was processed in this thread (or task)"
+            raise RuntimeError(msg)
+        return last.response
+
+    def __call__(
+        self, records: list[Any], handler: Callable[..., Any], lambda_context: LambdaContext | None = None
+    ) -> Self:
+        """Powertools' older form: ``with processor(records, handler, lambda_context=context): processor.process()``.
+
+        ``records`` are the event's records as it carries them (``event["Records"]``). The call is kept for the
+        calling thread (or asyncio task) only, so one processor may serve several at once; ``process()`` without
+        arguments runs it inside the block, each record in its guard as :meth:`process` runs an event's.
+
+        Raises:
+            UnexpectedBatchTypeError: ``records`` is not a list.
+        """
+        self._calls.set(_Call(checked_records(records), handler, lambda_context))
+        return self
+
+    def __enter__(self) -> Self:
+        """The processor itself; ``processor(records, handler)`` must have been called first."""
+        if self._calls.get() is None:
+            name = type(self).__name__
+            msg = f"use `with processor(records, record_handler, lambda_context=context):` to enter a {name}"
+            raise TypeError(msg)
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        """End the block: keep its batch for ``response()``; raise ``BatchProcessingError`` if every record failed.
+
+        Raises:
+            RuntimeError: The block ended normally without processing its records: none ran, and none may be
+                acknowledged (Lambda would delete them).
+        """
+        call = self._calls.get()
+        self._calls.set(None)
+        if exc is not None or call is None:
+            return  # the block's own exception propagates
+        if call.batch is None:
+            msg = (
+                f"the {type(self).__name__} block ended without processing its records: call processor.process() "
+                "(or async_process()) inside it; none ran, none is acknowledged"
+            )
+            raise RuntimeError(msg)
+        self._keep(call.batch)  # the block's thread (or task) sees it, wherever process() ran
+        if call.batch.error is not None:
+            raise call.batch.error
+
+    def _block_call(self) -> _Call:
+        """The ``processor(records, handler)`` call of this thread's (or task's) block, for ``process()``."""
+        call = self._calls.get()
+        if call is None:
+            msg = (
+                "process() without arguments runs inside `with processor(records, record_handler):`; or pass the event"
+            )
+            raise TypeError(msg)
+        return call
+
     def _keep(self, batch: _Batch | None) -> None:
         self._last.set(batch)
 
     def _start(
         self,
-        event: BatchEvent,
+        event: BatchEvent | None,
         record_handler: Callable[..., Any],
         context: LambdaContext | None,
         *,
         async_ok: bool,
+        records: list[Any] | None = None,
     ) -> tuple[RunSettings, Callable[..., Any], str, list[Item]]:
-        """Check the handler and parse the event: the run's settings, the handler to call, how it gets the guard,
-        and the items.
+        """Check the handler and parse the event (or ``records``, the older form's): the run's settings, the handler
+        to call, how it gets the guard, and the items.
 
         A handler with a ``lambda_context`` parameter is given the context by it, as Powertools' processor does.
         """  # noqa: D205 - one sentence
@@ -139,7 +258,7 @@ class _Processor(Generic[RecordT]):
             )
         if shape.lambda_context and shape.guard_passing != OWN:
             record_handler = functools.partial(record_handler, **{LAMBDA_CONTEXT: context})
-        raws = records_of(event, self.event_type)
+        raws = records if records is not None else records_of({} if event is None else event, self.event_type)
         event_type = resolve_event_type(self.event_type, raws)
         items = parse(event_type, raws)
         settings = dataclasses.replace(self._settings, event_type=event_type)
@@ -155,10 +274,13 @@ class _Processor(Generic[RecordT]):
         *,
         any_failed: bool,
         interrupted: BaseException | None = None,
-    ) -> None:
+        response: PartialBatchResponse | None = None,
+        error: BatchProcessingError | None = None,
+    ) -> _Batch:
         """Keep the summary (``processor.summary``) and report it: logs, metrics, the outcome hook."""
         summary = summarize(settings.event_type, items, (time.perf_counter() - started) * 1000)
-        self._keep(_Batch(items, summary))
+        batch = _Batch(items, summary, response, error)
+        self._keep(batch)
         by_design = settings.store is None and guard_passing != OWN  # warned once when the processor first ran
         self._reporter.report(
             settings,
@@ -169,6 +291,7 @@ class _Processor(Generic[RecordT]):
             unguarded_by_design=by_design,
             interrupted=interrupted,
         )
+        return batch
 
     def _finish(
         self,
@@ -177,17 +300,19 @@ class _Processor(Generic[RecordT]):
         items: list[Item],
         started: float,
         context: LambdaContext | None,
-    ) -> PartialBatchResponse:
-        """Build the partial batch response, keep and report the summary, raise if every record failed."""
+    ) -> _Batch:
+        """Build the partial batch response and the error to raise if every record failed; keep and report them."""
         failures = [i for i in items if i.outcome is None or not i.outcome.succeeded]
         response: PartialBatchResponse = {
             "batchItemFailures": [{"itemIdentifier": failure_identifier(i.record, i.item_id)} for i in failures]
         }
-        self._report(settings, guard_passing, items, started, context, any_failed=bool(failures))
+        error = None
         if failures and len(failures) == len(items) and self.raise_on_entire_batch_failure:
             errors = [(i.item_id, i.error or RuntimeError(_not_run(i))) for i in failures]
-            raise BatchProcessingError(errors, response)
-        return response
+            error = BatchProcessingError(errors, response)
+        return self._report(
+            settings, guard_passing, items, started, context, any_failed=bool(failures), response=response, error=error
+        )
 
 
 def _not_run(item: Item) -> str:

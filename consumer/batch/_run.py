@@ -13,6 +13,7 @@ from consumer._errors import AlreadyProcessed, IdempotencyAlreadyInProgressError
 from consumer._handlers import LAMBDA_CONTEXT, NO_GUARD, OWN, POSITIONAL, guarded_function, handler_shape
 from consumer._reports import idempotency_disabled
 from consumer.batch._holders import BatchHolders, Waited, wait_budget_s, wait_for_holder
+from consumer.batch._record_model import parsed
 from consumer.guard import IdempotencyGuard
 from consumer.observability import Item, Outcome
 from consumer.sources import EventType
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
     from consumer._context import Clock, LambdaContext
     from consumer._handlers import GuardedFunction
     from consumer.config import IdempotencyConfig
-    from consumer.sources import Record
     from persistence import AsyncPersistenceLayer, PersistenceLayer
 
 
@@ -41,6 +41,7 @@ class RunSettings:
     deadline_margin_ms: int
     stop_on_first_failure: bool
     skip_group_on_error: bool
+    model: type[Any] | None = None  # the handler gets each record parsed into it (a Pydantic model)
 
 
 #: Stands in for the store of a processor that has none: its guards are pass-throughs and never reach it.
@@ -201,8 +202,14 @@ class BatchRun:
             holders.end(g)
         return None
 
+    def _input(self, item: Item) -> Any:
+        """What the handler is given: the typed record, or with a ``model`` the record parsed into it."""
+        model = self.settings.model
+        return item.record if model is None else parsed(model, self.settings.event_type, item)
+
     def _run_body(self, item: Item, g: IdempotencyGuard) -> None:
-        result = self.handler(item.record) if self.guard_passing == NO_GUARD else self._call(item.record, g)
+        record = self._input(item)
+        result = self.handler(record) if self.guard_passing == NO_GUARD else self._call(record, g)
         if result is not None or g.result is None:  # a handler may set guard.result and return None
             g.result = result
 
@@ -257,7 +264,7 @@ class BatchRun:
         else:
             self._fail(item, Outcome.FAILED, error)
 
-    def _call(self, record: Record, guard: IdempotencyGuard) -> Any:
+    def _call(self, record: Any, guard: IdempotencyGuard) -> Any:
         if self.guard_passing == POSITIONAL:
             return self.handler(record, guard)
         if self._own is None or self._own_call is None:

@@ -506,14 +506,14 @@ def test_the_processor_deadline_fails_slow_bodies_uncommitted_and_commits_the_re
 
     redelivery = [r for r in records if r["messageId"] in failed]
     fast = effect_handler(ledger, scenario, lambda _: 0.001)
-    early = failed_ids(asyncio.run(async_process_partial_response(sqs_event(*redelivery), fast, processor)))
+    early = failed_ids(async_process_partial_response(sqs_event(*redelivery), fast, processor))
     assert early == {i.item_id for i in processor.items if i.outcome is Outcome.IN_PROGRESS}
     assert len(early) == first["failed"]  # the cut ones, still locked; the deferred ones ran
     # Past the lock deadline (Lambda deadline + lock_grace_ms), well within the committed records' expiry.
     late = AsyncBatchProcessor(
         EventType.SQS, store=store, config=CONFIG, clock=later((MARGIN_MS + WINDOW_MS) / 1000 + 60)
     )
-    assert failed_ids(asyncio.run(async_process_partial_response(sqs_event(*redelivery), fast, late))) == set()
+    assert failed_ids(async_process_partial_response(sqs_event(*redelivery), fast, late)) == set()
     assert check_effect_iff_complete(store, ledger, scenario, records) == len(records)
     report(
         records=len(records),
@@ -700,7 +700,7 @@ def test_stores_built_for_each_invocation_leave_no_store_threads_behind(race_fac
     for n in range(20):
         processor = new_processor(race_factory(), max_concurrency=2)
         event = sqs_event(sqs_record(f"inv-{n}-a", n), sqs_record(f"inv-{n}-b", n))
-        assert failed_ids(asyncio.run(async_process_partial_response(event, handler, processor))) == set()
+        assert failed_ids(async_process_partial_response(event, handler, processor)) == set()
     del processor
     gc.collect()
     left, waited_until = store_threads() - before, time.monotonic() + 60  # a bound no loaded machine reaches

@@ -151,8 +151,8 @@ def test_the_async_processor_runs_on_a_native_async_store():
         return record.message_id
 
     event = sqs_event(sqs_record("a", 1), sqs_record("b", 2))
-    assert failures(asyncio.run(async_process_partial_response(event, handler, processor))) == []
-    asyncio.run(async_process_partial_response(event, handler, processor))
+    assert failures(async_process_partial_response(event, handler, processor)) == []
+    async_process_partial_response(event, handler, processor)
     assert (processor.summary.processed, processor.summary.replayed) == (0, 2)
 
 
@@ -236,7 +236,7 @@ def test_max_concurrency_bounds_the_records_running_at_once(limit):
     state, handler = _concurrency_probe()
     processor = AsyncBatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer(), max_concurrency=limit)
     event = sqs_event(*(sqs_record(f"m{i}", i) for i in range(20)))
-    asyncio.run(async_process_partial_response(event, handler, processor))
+    async_process_partial_response(event, handler, processor)
     assert state["peak"] == min(limit, 20)
     if limit == 1:
         assert state["order"] == [f"m{i}" for i in range(20)]  # batch order, as the sync processor runs them
@@ -249,10 +249,10 @@ def test_a_plain_def_handler_and_one_returning_an_awaitable_both_work():
     async def later(record):
         return {"later": record.message_id}
 
-    asyncio.run(async_process_partial_response(event, lambda record: {"now": record.message_id}, processor))
+    async_process_partial_response(event, lambda record: {"now": record.message_id}, processor)
     assert processor.items[0].result == {"now": "a"}
     event = sqs_event(sqs_record("b", 1))
-    asyncio.run(async_process_partial_response(event, lambda record: later(record), processor))  # noqa: PLW0108
+    async_process_partial_response(event, lambda record: later(record), processor)  # noqa: PLW0108
     assert processor.items[0].result == {"later": "b"}
 
 
@@ -263,10 +263,8 @@ def test_generator_handlers_are_refused_before_any_record_runs():
         yield record
 
     with pytest.raises(TypeError, match="async generator function"):
-        asyncio.run(
-            async_process_partial_response(
-                sqs_event(sqs_record("a", 1)), agen, AsyncBatchProcessor(EventType.SQS, store=store)
-            )
+        async_process_partial_response(
+            sqs_event(sqs_record("a", 1)), agen, AsyncBatchProcessor(EventType.SQS, store=store)
         )
     assert list(store.scan()) == []
     with pytest.raises(ValueError, match="max_concurrency must be at least 1"):
@@ -288,7 +286,7 @@ def test_bodies_running_at_the_deadline_margin_are_cancelled_and_reported_their_
     processor = AsyncBatchProcessor(EventType.SQS, store=store, max_concurrency=1, deadline_margin_ms=1000)
     event = sqs_event(sqs_record("fast", 1), sqs_record("slow", 2), sqs_record("later", 3))
     context = FakeContext(remaining_ms=61_000)  # 60 s until the margin, by the loop's clock
-    response = run_stepped(async_process_partial_response(event, handler, processor, context))
+    response = run_stepped(processor.process(event, handler, context))
     assert failures(response) == ["slow", "later"]
     assert started == ["fast", "slow"]
     slow, later = processor.items[1:]
@@ -323,7 +321,7 @@ def test_the_deadline_response_does_not_wait_for_thread_work_it_abandoned(tmp_pa
 
     def lambda_handler():  # the README's entry point, in its own thread so that the test can outwait it
         event, context = sqs_event(sqs_record("a", 1)), FakeContext(remaining_ms=2000)  # the margin in 1 s
-        responses.append(asyncio.run(async_process_partial_response(event, handler, processor, context)))
+        responses.append(async_process_partial_response(event, handler, processor, context))
         errors.append(processor.items[0].error)  # the summary of this thread's latest batch
 
     invocation = threading.Thread(target=lambda_handler)
@@ -349,9 +347,7 @@ def test_without_cancel_at_deadline_a_running_body_finishes():
     processor = AsyncBatchProcessor(
         EventType.SQS, store=InMemoryPersistenceLayer(), deadline_margin_ms=1000, cancel_at_deadline=False
     )
-    response = asyncio.run(
-        async_process_partial_response(sqs_event(sqs_record("a", 1)), handler, processor, FakeContext(1100))
-    )
+    response = async_process_partial_response(sqs_event(sqs_record("a", 1)), handler, processor, FakeContext(1100))
     assert failures(response) == []
 
 
@@ -387,7 +383,7 @@ def test_a_handler_raising_cancelled_error_itself_fails_only_its_record():
 
     processor = AsyncBatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer())
     event = sqs_event(sqs_record("a", 1), sqs_record("b", 2))
-    assert failures(asyncio.run(async_process_partial_response(event, handler, processor))) == ["b"]
+    assert failures(async_process_partial_response(event, handler, processor)) == ["b"]
 
 
 class Halt(BaseException):
@@ -407,7 +403,7 @@ def test_a_base_exception_from_a_handler_fails_the_invocation_after_the_others_f
     processor = AsyncBatchProcessor(EventType.SQS, store=store, max_concurrency=4)
     event = sqs_event(sqs_record("boom", 0), *(sqs_record(f"m{i}", i) for i in range(3)))
     with pytest.raises(Halt):
-        asyncio.run(async_process_partial_response(event, handler, processor))
+        async_process_partial_response(event, handler, processor)
     assert sorted(finished) == ["m0", "m1", "m2"]  # nobody was still running when it was raised
     assert len([r for r in store.scan() if r.status is RecordStatus.COMPLETE]) == 3
 
@@ -429,7 +425,7 @@ def test_a_keyboard_interrupt_stops_the_loop_and_every_other_record_releases_its
     processor = AsyncBatchProcessor(EventType.SQS, store=store, max_concurrency=4)
     event = sqs_event(sqs_record("boom", 0), *(sqs_record(f"m{i}", i) for i in range(3)))
     with pytest.raises(KeyboardInterrupt):
-        asyncio.run(async_process_partial_response(event, handler, processor))
+        async_process_partial_response(event, handler, processor)
     assert sorted(ran) == ["boom", "m0", "m1", "m2"]
     assert list(store.scan()) == []  # nothing COMPLETE, no lock left behind
 
@@ -525,7 +521,7 @@ def test_a_store_mixing_async_and_plain_methods_is_refused():
 def test_an_empty_batch_is_refused_and_summarizes_nothing():
     processor = AsyncBatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer())
     with pytest.raises(UnexpectedBatchTypeError, match="'Records' list is empty"):
-        asyncio.run(async_process_partial_response({"Records": []}, lambda record: 1, processor))
+        async_process_partial_response({"Records": []}, lambda record: 1, processor)
     assert processor.summary is None
 
 
@@ -535,7 +531,7 @@ def test_threads_sharing_a_processor_each_read_their_own_summary_after_asyncio_r
 
     def invoke(size):
         event = sqs_event(*(sqs_record(f"{size}-{i}", i) for i in range(size)))
-        asyncio.run(async_process_partial_response(event, lambda record: 1, processor))
+        async_process_partial_response(event, lambda record: 1, processor)
         both_done.wait(5)
         seen[size] = processor.summary.records
 
@@ -574,7 +570,7 @@ def test_records_that_never_suspend_are_run_by_one_task_and_suspending_ones_by_m
     for name, handler in (("instant", instant), ("waiting", waiting)):
         processor = AsyncBatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer(), max_concurrency=50)
         event = sqs_event(*(sqs_record(f"{name}-{i}", i) for i in range(20)))
-        assert failures(asyncio.run(async_process_partial_response(event, handler, processor))) == []
+        assert failures(async_process_partial_response(event, handler, processor)) == []
         assert processor.summary.processed == 20
     assert len(tasks["instant"]) == 1
     assert max(alive) == 2  # the invocation's own task and one worker: no task started for nothing

@@ -159,7 +159,7 @@ def test_concurrent_async_records_and_the_tasks_they_start_see_their_own_key():
 
     processor = AsyncBatchProcessor(EventType.SQS, store=store, max_concurrency=3)
     event = sqs_event(*(sqs_record(f"m-{i}", i) for i in range(3)))
-    assert asyncio.run(async_process_partial_response(event, handler, processor)) == {"batchItemFailures": []}
+    assert async_process_partial_response(event, handler, processor) == {"batchItemFailures": []}
     config = IdempotencyConfig()
     assert seen == {f"m-{i}": [make_key({"messageId": f"m-{i}"}, config)] * 2 for i in range(3)}
 

@@ -56,21 +56,26 @@ USER_CODE = textwrap.dedent(
         reveal_type(handler)
         reveal_type(await charge(order={"amount": len(booked)}))
         processor = AsyncBatchProcessor(EventType.SQS, store=store, max_concurrency=4)
-        response = await async_process_partial_response({"Records": []}, record_handler, processor)
+        response = await processor.process({"Records": []}, record_handler)
         reveal_type(response)
         return response
+
+
+    def sync_handler(event: dict[str, list[object]], context: object) -> PartialBatchResponse:
+        processor = AsyncBatchProcessor(EventType.SQS, store=store)
+        return async_process_partial_response(event, record_handler, processor)  # Powertools' sync form
     """
 )
 
 MISUSE = textwrap.dedent(
     """\
-    from consumer import AsyncBatchProcessor, EventType, PartialBatchResponse, async_process_partial_response
+    from consumer import AsyncBatchProcessor, EventType, PartialBatchResponse
     from persistence import InMemoryPersistenceLayer
     from user import charge, record_handler
 
     amount: int = charge(order={"amount": 1})
     processor = AsyncBatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer())
-    response: PartialBatchResponse = async_process_partial_response({"Records": []}, record_handler, processor)
+    response: PartialBatchResponse = processor.process({"Records": []}, record_handler)
     """
 )
 

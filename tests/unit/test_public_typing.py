@@ -84,13 +84,16 @@ EVERYTHING = textwrap.dedent(
         PartialBatchResponse,
         PersistenceLayerError,
         PowertoolsCutover,
+        RecordModelError,
         ResponseDecodeError,
         ResponseHook,
         SQSRecord,
         SqsFifoPartialProcessor,
+        async_batch_processor,
         UnexpectedBatchTypeError,
         WriteConditionError,
         async_process_partial_response,
+        batch_processor,
         canonical_json,
         current_guard,
         current_idempotency_key,
@@ -245,6 +248,38 @@ EVERYTHING = textwrap.dedent(
         return kinesis.process(event, on_kinesis, context)
 
 
+    class Order(pydantic.BaseModel):  # Powertools' SqsRecordModel, or any model
+        messageId: str
+        body: str
+
+
+    orders = BatchProcessor(EventType.SQS, store=store, model=Order)
+
+
+    def on_order(order: Order) -> str:
+        return order.body
+
+
+    @batch_processor(record_handler=on_order, processor=orders)
+    def orders_handler(event: BatchEvent, context: LambdaContext) -> PartialBatchResponse:
+        return orders.response()
+
+
+    @async_batch_processor(record_handler=on_stream, processor=streams)
+    def older_streams_handler(event: BatchEvent, context: LambdaContext) -> PartialBatchResponse:
+        return streams.response()
+
+
+    def older_form(records: list[dict[str, Any]], context: LambdaContext) -> PartialBatchResponse:
+        with orders(records, on_order, lambda_context=context) as batch:
+            outcomes: list[tuple[str, Any, Any]] = batch.process()
+        try:
+            return batch.response()
+        finally:
+            failed = [item.error for item in batch.items if isinstance(item.error, RecordModelError)]
+            print(outcomes, [(e.item_identifier, e.errors) for e in failed])
+
+
     def on_kafka(record: KafkaRecord) -> list[bytes]:
         headers: KafkaHeaders = record.decoded_headers
         value: str | None = record.value  # the event's base64 text, as in Powertools
@@ -259,7 +294,7 @@ EVERYTHING = textwrap.dedent(
 
 
     def streams_handler(event: BatchEvent, context: LambdaContext) -> PartialBatchResponse:
-        return asyncio.run(async_process_partial_response(event, on_stream, streams, context))
+        return async_process_partial_response(event, on_stream, streams, context)
 
 
     def guarded(message: dict[str, str]) -> Receipt | None:
@@ -424,12 +459,10 @@ MISUSES = {
         process_partial_response({"records": {}}, on_kafka, kinesis)  # refused: [arg-type]
         kafka.process({"records": {}}, on_kinesis)  # refused: [arg-type]
         kafka.process({"records": {}}, on_kafka)
-        asyncio.run(
-            async_process_partial_response(
-                {"Records": []},
-                on_kinesis_async,  # refused: [arg-type]
-                AsyncBatchProcessor(EventType.SQS, store=store),
-            )
+        async_process_partial_response(
+            {"Records": []},
+            on_kinesis_async,  # refused: [arg-type]
+            AsyncBatchProcessor(EventType.SQS, store=store),
         )
         """,
     "wrong_argument.py": """\
