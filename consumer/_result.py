@@ -232,7 +232,10 @@ def commit(
     """
     try:
         try:
-            _send(store, complete, writes)
+            if writes:
+                store.complete_with(complete, writes)  # type: ignore[attr-defined]  # checked when the body queued
+            else:
+                store.complete(complete)  # the hot path: no frame more than before writes existed
         except ItemTooLargeError as e:
             smaller = without_response(complete)
             _send(store, smaller, writes)

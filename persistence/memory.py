@@ -74,7 +74,8 @@ class InMemoryPersistenceLayer:
             if record.in_progress_expires_at is not None:
                 record = dataclasses.replace(record, in_progress_expires_at=None)
             self._records[record.key] = record
-            self.writes.extend((record.key, write) for write in writes)
+            if writes:
+                self.writes.extend((record.key, write) for write in writes)
 
     def release(self, record: IdempotencyRecord) -> None:
         """See :meth:`persistence.PersistenceLayer.release`."""
