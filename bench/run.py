@@ -171,8 +171,9 @@ def dynamodb_rows(sizes: dict[str, int]) -> list[Row]:
     server = dynamodb_local.start()
     try:
         from dynamodb_scenarios import latency, requests
+        from writes_scenarios import writes
 
-        return requests(server) + latency(server, sizes["latency"])
+        return requests(server) + latency(server, sizes["latency"]) + writes(server, sizes["writes"], sizes["repeats"])
     finally:
         server.stop()
 
@@ -213,6 +214,7 @@ GROUPS = {
 }
 
 FULL = {
+    "writes": 100,
     "overhead": 2000,
     "repeats": 5,
     "scale": [10, 100, 1000, 10_000],
@@ -230,6 +232,7 @@ FULL = {
     "redis_overhead": 1000,
 }
 SMOKE = {
+    "writes": 5,
     "overhead": 50,
     "repeats": 1,
     "scale": [10, 100],

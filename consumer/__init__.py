@@ -26,6 +26,7 @@ refuse_shadowed("persistence")
 from consumer._context import (
     Clock,
     LambdaContext,
+    current_guard,
     current_idempotency_key,
     current_lambda_context,
     register_lambda_context,
@@ -72,7 +73,13 @@ from consumer.guard import IdempotencyGuard
 from consumer.keys import DEFAULT_KEY_EXPRESSIONS, make_key
 from consumer.observability import Item, Metrics, Outcome
 from consumer.sources import DynamoDBStreamRecord, EventType, KinesisRecord, SQSRecord
-from persistence import IdempotencyError, ItemTooLargeError, LockLostError, PersistenceLayerError
+from persistence import (
+    IdempotencyError,
+    ItemTooLargeError,
+    LockLostError,
+    PersistenceLayerError,
+    WriteConditionError,
+)
 
 if TYPE_CHECKING:
     from consumer.batch._async_batch import AsyncBatchProcessor, async_process_partial_response
@@ -164,10 +171,12 @@ __all__ = [
     "SQSRecord",
     "SqsFifoPartialProcessor",
     "UnexpectedBatchTypeError",
+    "WriteConditionError",
     "async_batch_processor",
     "async_process_partial_response",
     "batch_processor",
     "canonical_json",
+    "current_guard",
     "current_idempotency_key",
     "current_lambda_context",
     "idempotency_disabled",

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Protocol, final, runtime_checkable
 if TYPE_CHECKING:
     from types import TracebackType
 
+    from consumer.guard import IdempotencyGuard
+
 
 @runtime_checkable
 class LambdaContext(Protocol):
@@ -63,7 +65,9 @@ _running_lock = threading.Lock()
 # started last (_latest) and its deadline has not passed: a warm container's next invocation never sees the last one's.
 _registered: list[LambdaContext] = []
 _latest: list[LambdaContext] = []
-_key: contextvars.ContextVar[str | None] = contextvars.ContextVar("idempotent_consumer_key", default=None)
+_guard: contextvars.ContextVar[IdempotencyGuard | None] = contextvars.ContextVar(
+    "idempotent_consumer_guard", default=None
+)
 
 
 @final
@@ -207,17 +211,28 @@ def current_idempotency_key() -> str | None:
         >>> charge(order={"id": 7}), current_idempotency_key()
         ('pay#', None)
     """
-    return _key.get()
+    guard = _guard.get()
+    return None if guard is None else guard.key
 
 
-def enter_key(key: str | None) -> contextvars.Token[str | None]:
-    """Make ``key`` the current idempotency key (a guard's body is about to run); reset with :func:`leave_key`."""
-    return _key.set(key)
+def current_guard() -> IdempotencyGuard | None:
+    """The guard whose body runs now (the innermost one), or ``None`` outside a guarded body.
+
+    Seen where :func:`current_idempotency_key` is; it reaches the guard of a body that did not get it as an
+    argument: an ``@idempotent_function`` or ``@idempotent`` body queuing a write with ``current_guard().write``
+    (docs/exactly-once-writes.md).
+    """
+    return _guard.get()
 
 
-def leave_key(token: contextvars.Token[str | None]) -> None:
-    """Restore the key that was current before :func:`enter_key` returned ``token``."""
+def enter_key(guard: IdempotencyGuard) -> contextvars.Token[IdempotencyGuard | None]:
+    """Make ``guard`` the current one (its body is about to run); reset with :func:`leave_key`."""
+    return _guard.set(guard)
+
+
+def leave_key(token: contextvars.Token[IdempotencyGuard | None]) -> None:
+    """Restore the guard that was current before :func:`enter_key` returned ``token``."""
     try:
-        _key.reset(token)
+        _guard.reset(token)
     except ValueError:  # left in another context than the one it was entered in: clear it there
-        _key.set(None)
+        _guard.set(None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, final
 
-from consumer._async import acquire_settled, settle, settled
+from consumer._async import acquire_settled, settled
 from consumer._context import current_lambda_context, enter_key, leave_key, system_clock
 from consumer._errors import (
     AlreadyProcessed,
@@ -13,16 +13,24 @@ from consumer._errors import (
     InvalidResultError,
     NestedReplayError,
 )
-from consumer._output import decode_output, unstored, without_response
+from consumer._output import decode_output, unstored
 from consumer._reports import hold, idempotency_disabled, in_progress_error, let_go, release_failure, warn_unguarded
-from consumer._result import PLAIN_RESULTS, check_serializer, completed_record, never_ran, refusal
+from consumer._result import (
+    PLAIN_RESULTS,
+    acommit,
+    check_serializer,
+    commit,
+    completed_record,
+    never_ran,
+    queue,
+    refusal,
+)
 from consumer.config import default_config, lock_deadline_ms
 from consumer.keys import make_key, missing_key_message, payload_hash
 from persistence import (
     IdempotencyError,
     IdempotencyRecord,
     InlineStore,
-    ItemTooLargeError,
     RecordStatus,
     as_async_store,
     is_async_store,
@@ -35,7 +43,7 @@ if TYPE_CHECKING:
     from consumer._context import Clock, LambdaContext
     from consumer.config import IdempotencyConfig, LocalCache
     from consumer.serialization import BaseIdempotencySerializer
-    from persistence import AsyncPersistenceLayer, PersistenceLayer
+    from persistence import AsyncPersistenceLayer, ItemTooLargeError, PersistenceLayer
 
 
 @final
@@ -121,11 +129,12 @@ class IdempotencyGuard:
         self._cache: LocalCache | None = None
         self._validation_hash: str | None = None
         self._astore: AsyncPersistenceLayer | None = None
-        self._key_token: Token[str | None] | None = None
+        self._key_token: Token[IdempotencyGuard | None] | None = None
         self._unstored: BaseException | None = None  # why the result is committed without its response
         # (item identifier, event source) when a batch processor runs this record: it logs the record's outcome.
         self._batch_record: tuple[str, str] | None = None
         self._unkeyed = False  # no key was selected, and the config lets it run unguarded
+        self._writes: list[Any] = []  # guard.write's, in the store's own shape
 
     def _no_key(self) -> str | None:
         """Why the body ran unguarded, built when it is said (``None``: it did not, or idempotency is disabled)."""
@@ -184,9 +193,14 @@ class IdempotencyGuard:
         self._acquired(record, now_ms, existing)
         return self._entered()
 
+    def write(self, item: Any, params: Any = None) -> None:
+        """In the body: queue a write committed with the record, or not at all (see docs/exactly-once-writes.md)."""
+        queue(self.store, None if self._held is None else self._held.key, self._writes, item, params)
+
     def _entered(self) -> IdempotencyGuard:
         """The body runs next: its key (``None`` unguarded) is ``current_idempotency_key()`` until ``__exit__``."""
-        self._key_token = enter_key(self.key)
+        self._writes = []
+        self._key_token = enter_key(self)
         self._entered_serializer = self.output_serializer
         return self
 
@@ -285,13 +299,7 @@ class IdempotencyGuard:
         self._leave()
         held, complete, failure = self._closing(exc)
         if complete is not None:
-            store = self._sync_store()
-            try:
-                store.complete(complete)
-            except ItemTooLargeError as e:
-                complete, self._unstored = without_response(complete), e
-                store.complete(complete)
-            self._committed(complete)
+            self._committed(*commit(self._sync_store(), held, complete, self._writes, self._release_failed))
             if failure is not None:
                 raise failure  # stopped while its result was being stored: committed without it first
             return False
@@ -323,7 +331,12 @@ class IdempotencyGuard:
             return self.__exit__(exc_type, exc, traceback)  # nothing to await: the sync face, exactly
         held, complete, failure = self._closing(exc)
         if complete is not None:
-            await self._acommit(store, complete)
+            ok, big, done, cancelled = await acommit(store, held, complete, self._writes, self._release_failed)
+            if ok is not None:
+                self._committed(ok, big)
+            if cancelled is not None:  # the commit's answer came first: acted on, the cancellation goes on
+                raise cancelled from (None if done.cancelled() else done.exception())
+            done.result()  # the store's error, if any
             if failure is not None:
                 raise failure  # stopped while its result was being stored: committed without it first
             return False
@@ -333,21 +346,6 @@ class IdempotencyGuard:
             except Exception as e:  # noqa: BLE001 - any store's failure: the body's exception still wins
                 self._release_failed(held, failure, e)
         return self._closed(exc, failure)
-
-    async def _acommit(self, store: AsyncPersistenceLayer, complete: IdempotencyRecord) -> None:
-        """Commit as ``__exit__`` does (without the response if it is too large); a cancellation waits for it."""
-        done, cancelled = await settle(store.complete(complete))
-        error = None if done.cancelled() else done.exception()
-        if isinstance(error, ItemTooLargeError):
-            complete, self._unstored = without_response(complete), error
-            done, again = await settle(store.complete(complete))
-            cancelled = cancelled or again
-            error = None if done.cancelled() else done.exception()
-        if error is None and not done.cancelled():
-            self._committed(complete)
-        if cancelled is not None:
-            raise cancelled from error
-        done.result()  # the store's error, if any
 
     def _closing(
         self, exc: BaseException | None
@@ -388,7 +386,8 @@ class IdempotencyGuard:
             raise NestedReplayError.escaping(self.key, exc) from exc
         return False
 
-    def _committed(self, complete: IdempotencyRecord) -> None:
+    def _committed(self, complete: IdempotencyRecord, too_large: ItemTooLargeError | None = None) -> None:
+        self._unstored = too_large or self._unstored  # too large: committed without its response
         self.committed = True
         if self._cache is not None:
             self._cache.put(complete, self._now_ms())

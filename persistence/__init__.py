@@ -24,12 +24,13 @@ from persistence._async import (
     is_async_store,
 )
 from persistence._attributes import MAX_ITEM_BYTES, AttributeNames, record_size
-from persistence._base import PersistenceLayer
+from persistence._base import PersistenceLayer, TransactionalStore
 from persistence._errors import (
     IdempotencyError,
     ItemTooLargeError,
     LockLostError,
     PersistenceLayerError,
+    WriteConditionError,
 )
 from persistence._record import IdempotencyRecord, RecordStatus, new_lease
 from persistence.dynamodb import DynamoDBPersistenceLayer
@@ -83,6 +84,8 @@ __all__ = [
     "RecordStatus",
     "SQLitePersistenceLayer",
     "ThreadedStore",
+    "TransactionalStore",
+    "WriteConditionError",
     "as_async_store",
     "is_async_store",
     "new_lease",

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
     import asyncio
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Sequence
     from concurrent.futures import ThreadPoolExecutor
 
     from persistence._base import PersistenceLayer
@@ -72,6 +72,10 @@ class InlineStore:
     async def release(self, record: IdempotencyRecord) -> None:
         """See :meth:`persistence.PersistenceLayer.release`."""
         self.store.release(record)
+
+    async def complete_with(self, record: IdempotencyRecord, writes: Sequence[Any]) -> None:
+        """See :meth:`persistence.TransactionalStore.complete_with` (the store must have it)."""
+        self.store.complete_with(record, writes)  # type: ignore[attr-defined]  # checked when the body queued
 
 
 class ThreadedStore:
@@ -139,6 +143,10 @@ class ThreadedStore:
     def release(self, record: IdempotencyRecord) -> asyncio.Future[None]:
         """See :meth:`persistence.PersistenceLayer.release`."""
         return self._run(self.store.release, record)
+
+    def complete_with(self, record: IdempotencyRecord, writes: Sequence[Any]) -> asyncio.Future[None]:
+        """See :meth:`persistence.TransactionalStore.complete_with` (the store must have it)."""
+        return self._run(self.store.complete_with, record, writes)  # type: ignore[attr-defined]  # checked when queued
 
 
 _async_types: dict[type, bool] = {}

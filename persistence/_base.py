@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from persistence._errors import LockLostError, PersistenceLayerError
 from persistence._record import IdempotencyRecord, RecordStatus
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Sequence
 
 
 @runtime_checkable
@@ -87,6 +87,39 @@ class PersistenceLayer(Protocol):
 
     def scan(self, status: RecordStatus | None = None, limit: int | None = None) -> Iterator[IdempotencyRecord]:
         """Yield stored records, optionally only those with the stored ``status``, at most ``limit``."""
+        ...
+
+
+@runtime_checkable
+class TransactionalStore(Protocol):
+    """A store that commits the body's own writes (``guard.write``) in one transaction with the record.
+
+    The guard tests for this capability when the body queues a write: a store without it is refused there.
+    What a write is belongs to the store: a ``TransactWriteItems`` entry on DynamoDB, SQL and its parameters on
+    SQLite. An async store implements ``complete_with`` as ``async def``; ``queue_write`` stays plain.
+    """
+
+    def queue_write(self, key: str, writes: list[Any], item: Any, params: Any) -> None:
+        """Check one write the body of ``key`` queues and append it to ``writes``; nothing is sent.
+
+        Raises:
+            TypeError: ``item`` (or ``params``) is not a write this store takes.
+            ValueError: The write breaks a limit of the store's transactions (counted with those queued).
+        """
+        ...
+
+    def complete_with(self, record: IdempotencyRecord, writes: Sequence[Any]) -> None:
+        """Commit ``record`` as :meth:`PersistenceLayer.complete` does, and ``writes`` with it: all or nothing.
+
+        A retried commit whose first attempt applied finds the record ``COMPLETE`` under its lease and returns:
+        the writes applied with it, once.
+
+        Raises:
+            LockLostError: The lock is not ours (nothing is written).
+            WriteConditionError: A write's own condition failed (nothing is written).
+            ItemTooLargeError: The record would exceed the item limit (nothing is sent).
+            PersistenceLayerError: The store failed.
+        """
         ...
 
 

@@ -70,3 +70,37 @@ class LockLostError(IdempotencyError):
     This happens when the holder ran past its lock deadline and another invocation took the record over.
     ``existing_record`` is the record as it stands now (``None`` when it is gone).
     """
+
+
+class WriteConditionError(IdempotencyError):
+    """A write queued with ``guard.write`` was refused by its own condition: nothing was written.
+
+    The record was not committed and the lock was released, so a redelivery runs the body again. Effects the
+    body had outside the store's transaction (an HTTP call, a message sent, a write to another store) did
+    happen.
+
+    Attributes:
+        index: Which write failed, counted from 0 in the order the body queued them.
+        reason: The store's reason: DynamoDB's cancellation code (``ConditionalCheckFailed``), or the SQLite
+            error's class name (``IntegrityError``).
+        detail: The store's own message, if it gave one.
+    """
+
+    def __init__(self, *, key: str, index: int, reason: str, detail: str | None) -> None:
+        """Build the error.
+
+        Args:
+            key: The idempotency key whose commit carried the write.
+            index: The write's position among those queued.
+            reason: The store's reason code.
+            detail: The store's message.
+        """
+        said = f": {detail}" if detail else ""
+        super().__init__(
+            f"write {index} queued by the body of {key!r} was refused ({reason}{said}); nothing was written, "
+            "the lock was released",
+            key=key,
+        )
+        self.index = index
+        self.reason = reason
+        self.detail = detail

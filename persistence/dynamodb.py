@@ -15,11 +15,12 @@ from persistence._base import (
     require_status,
     require_stored_status,
 )
+from persistence._dynamodb_writes import check_write, transact
 from persistence._errors import PersistenceLayerError
 from persistence._record import MS_PER_SECOND, IdempotencyRecord, RecordStatus
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Sequence
 
     import boto3
     from botocore.config import Config
@@ -239,8 +240,8 @@ class DynamoDBPersistenceLayer:
         existing = self.get(record.key)
         return blocking(record, existing) if existing is not None else self.acquire(record, now_ms)
 
-    def complete(self, record: IdempotencyRecord) -> None:
-        """See :meth:`persistence.PersistenceLayer.complete`. One UpdateItem."""
+    def _commit_update(self, record: IdempotencyRecord) -> Item:
+        """The commit's UpdateItem, as ``update_item`` takes it and as one ``TransactWriteItems`` action."""
         require_status(record, RecordStatus.COMPLETE, "complete")
         self._check_size(record)
         n = self.names
@@ -262,18 +263,49 @@ class DynamoDBPersistenceLayer:
         # UpdateItem SET COMPLETE, response, expiry  IF lease = :mine AND status = IN_PROGRESS
         #   ELSE ConditionalCheckFailed + ALL_OLD  ─> ours and COMPLETE already (a retry): done
         #                                          ─> otherwise LockLostError(existing_record)
-        blocking = self._write(
-            "update_item",
-            record.key,
-            Key=self._key(record.key),
-            UpdateExpression=f"SET {', '.join(sets)} REMOVE {', '.join(removes)}",
-            ConditionExpression="#l = :lease AND #s = :ip",
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=values,
-        )
+        return {
+            "Key": self._key(record.key),
+            "UpdateExpression": f"SET {', '.join(sets)} REMOVE {', '.join(removes)}",
+            "ConditionExpression": "#l = :lease AND #s = :ip",
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
+
+    def complete(self, record: IdempotencyRecord) -> None:
+        """See :meth:`persistence.PersistenceLayer.complete`. One UpdateItem."""
+        blocking = self._write("update_item", record.key, **self._commit_update(record))
         if blocking is not None:
             # A retry of a request that succeeded finds our own COMPLETE record: that is success.
             confirm_complete(record, self._existing(blocking))
+
+    def queue_write(self, key: str, writes: list[Any], item: Any, params: Any) -> None:
+        """See :meth:`persistence.TransactionalStore.queue_write`: ``item`` is one ``TransactWriteItems`` entry.
+
+        ``{"Put": ...}``, ``{"Update": ...}``, ``{"Delete": ...}`` or ``{"ConditionCheck": ...}`` in the boto3
+        client's shape (typed attribute values, its own ``TableName``: any table the client reaches).
+        """
+        if params is not None:
+            msg = "a DynamoDB write takes no params: pass one TransactWriteItems entry (its values inside it)"
+            raise TypeError(msg)
+        writes.append((item, check_write(item, writes, (self.table_name, self._key(key)))))
+
+    def complete_with(self, record: IdempotencyRecord, writes: Sequence[Any]) -> None:
+        """See :meth:`persistence.TransactionalStore.complete_with`. One TransactWriteItems, the commit last.
+
+        The request carries a ``ClientRequestToken`` made of the key and the lease: botocore's retry of a
+        commit whose answer was lost is applied once.
+        """
+        own = {
+            "TableName": self.table_name,
+            **self._commit_update(record),
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+
+        def refused(item: Item) -> None:
+            # ALL_OLD came back with the cancellation; without it (another server), read the record.
+            confirm_complete(record, self._existing(item) if item else self.get(record.key))
+
+        transact(self.client, record, [*(item for item, _ in writes), {"Update": own}], refused)
 
     def release(self, record: IdempotencyRecord) -> None:
         """See :meth:`persistence.PersistenceLayer.release`. One DeleteItem."""

@@ -5,14 +5,14 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from persistence._attributes import check_size
 from persistence._base import blocking, confirm_complete, confirm_release, require_status, require_stored_status
 from persistence._record import IdempotencyRecord, RecordStatus
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Sequence
 
 
 class InMemoryPersistenceLayer:
@@ -29,9 +29,17 @@ class InMemoryPersistenceLayer:
     blocking = False
 
     def __init__(self) -> None:
-        """Create an empty store."""
+        """Create an empty store.
+
+        Attributes:
+            writes: The writes bodies committed with their records (``guard.write``), as ``(key, write)`` in
+                commit order: a unit test reads what its handler committed. A write is kept as the body gave it
+                (``(item, params)`` when it gave params), whatever its shape, and never run: this store refuses no
+                write's condition.
+        """
         self._records: dict[str, IdempotencyRecord] = {}
         self._lock = threading.Lock()
+        self.writes: list[tuple[str, Any]] = []
 
     def acquire(self, record: IdempotencyRecord, now_ms: int) -> IdempotencyRecord | None:
         """See :meth:`persistence.PersistenceLayer.acquire`."""
@@ -47,6 +55,14 @@ class InMemoryPersistenceLayer:
 
     def complete(self, record: IdempotencyRecord) -> None:
         """See :meth:`persistence.PersistenceLayer.complete`."""
+        self.complete_with(record, ())
+
+    def queue_write(self, key: str, writes: list[Any], item: Any, params: Any) -> None:  # noqa: ARG002 - the contract's
+        """See :meth:`persistence.TransactionalStore.queue_write`: any write, kept in :attr:`writes` once committed."""
+        writes.append(item if params is None else (item, params))
+
+    def complete_with(self, record: IdempotencyRecord, writes: Sequence[Any]) -> None:
+        """See :meth:`persistence.TransactionalStore.complete_with`: the writes join :attr:`writes` with the commit."""
         require_status(record, RecordStatus.COMPLETE, "complete")
         check_size(record)
         # write COMPLETE  IF lease = mine AND status = IN_PROGRESS  ELSE ours already (a retry) or LockLostError
@@ -58,6 +74,8 @@ class InMemoryPersistenceLayer:
             if record.in_progress_expires_at is not None:
                 record = dataclasses.replace(record, in_progress_expires_at=None)
             self._records[record.key] = record
+            if writes:
+                self.writes.extend((record.key, write) for write in writes)
 
     def release(self, record: IdempotencyRecord) -> None:
         """See :meth:`persistence.PersistenceLayer.release`."""

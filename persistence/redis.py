@@ -110,6 +110,9 @@ class RedisPersistenceLayer:
         'orders:'
     """
 
+    #: Why ``guard.write`` is refused here (its ``TypeError`` says so).
+    writes_refused = "no Redis transaction spans the commit's fencing script and the body's writes (docs: exactly-once)"
+
     def __init__(
         self,
         client: Any = None,

@@ -8,7 +8,7 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from persistence._attributes import check_size
 from persistence._base import (
@@ -19,11 +19,11 @@ from persistence._base import (
     require_status,
     require_stored_status,
 )
-from persistence._errors import PersistenceLayerError
+from persistence._errors import PersistenceLayerError, WriteConditionError
 from persistence._record import MS_PER_SECOND, IdempotencyRecord, RecordStatus
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Sequence
 
 DEFAULT_PATH = ".idempotency.sqlite3"
 _COLUMNS = "key, status, expires_at, in_progress_expires_at, lease, response, payload_hash"
@@ -179,6 +179,47 @@ class SQLitePersistenceLayer:
                 return
             existing = self._select(conn, record.key)
         confirm_complete(record, existing)
+
+    def queue_write(self, key: str, writes: list[Any], item: Any, params: Any) -> None:
+        """See :meth:`persistence.TransactionalStore.queue_write`: ``item`` is one SQL statement.
+
+        ``params`` are its parameters (a sequence for ``?``, a mapping for ``:name``; none by default). The
+        statement is prepared now, on this thread's connection (``EXPLAIN``: nothing runs), so SQL that cannot
+        run is refused here, in the body, with the store's error chained.
+        """
+        params = () if params is None else params
+        if not isinstance(item, str) or isinstance(params, (str, bytes)):
+            msg = f"write {len(writes)}: a SQLite write is SQL text and its params, got {type(item).__name__}"
+            raise TypeError(msg)
+        try:
+            self._connection().execute(f"EXPLAIN {item}", params)
+        except sqlite3.Error as e:
+            msg = f"write {len(writes)} for {key!r} cannot run on {self.path}: {e}"
+            raise ValueError(msg) from e
+        writes.append((item, params))
+
+    def complete_with(self, record: IdempotencyRecord, writes: Sequence[Any]) -> None:
+        """See :meth:`persistence.TransactionalStore.complete_with`: one ``BEGIN IMMEDIATE`` ... ``COMMIT``.
+
+        A write that breaks a constraint of its table (``CHECK``, ``UNIQUE``, ``NOT NULL``, a foreign key, a
+        trigger's ``RAISE(ABORT, ...)``) is its refused condition: :class:`WriteConditionError`.
+        """
+        require_status(record, RecordStatus.COMPLETE, "complete")
+        check_size(record)
+        values = (record.status.value, record.expires_at, record.response, record.payload_hash,
+                  record.key, record.lease)  # fmt: skip
+        with self._transaction(record.key) as conn:
+            if conn.execute(_COMPLETE, values).rowcount == 1:
+                index = 0
+                try:
+                    for index, (sql, params) in enumerate(writes):  # noqa: B007 - read by the handler
+                        conn.execute(sql, params)
+                except sqlite3.IntegrityError as e:  # rolled back by the transaction
+                    reason, detail = type(e).__name__, str(e)
+                    raise WriteConditionError(key=record.key, index=index, reason=reason, detail=detail) from e
+                return
+            existing = self._select(conn, record.key)
+        confirm_complete(record, existing)  # ours already: the writes went with it, once
 
     def release(self, record: IdempotencyRecord) -> None:
         """See :meth:`persistence.PersistenceLayer.release`."""

@@ -129,6 +129,6 @@ def _no_guard_left_entered() -> Iterator[None]:
     """Each test starts and ends outside any guard: a test may leave one entered on purpose (a stale holder that
     never exits, an async exit that raised out of ``asyncio.run`` before its context came back), and the key it
     left would be ``current_idempotency_key()`` for the next test, or for the doctests run after the tests."""
-    _context._key.set(None)
+    _context._guard.set(None)
     yield
-    _context._key.set(None)
+    _context._guard.set(None)

@@ -35,6 +35,11 @@ contenders taking its lapsed lock over), and a Hypothesis state machine. Overrid
 fixture to scale the races (:class:`ContractSettings`); ``processes=0`` for a store whose data lives in one
 process. The process races need a picklable factory (a module-level function or a dataclass, not a lambda).
 
+A store that commits the body's writes with the record (:class:`persistence.TransactionalStore`) passes
+:class:`TransactionalContract` too: all or nothing, a stale holder writes nothing, a refused condition commits
+nothing, a retried commit applies once. It reaches the store's own write shape through a ``write_probe`` fixture
+(:class:`WriteProbe`).
+
 Needs pytest (and Hypothesis for the state machine): ``pip install 'idempotent-consumer[testing]'``. Importing
 :mod:`persistence` never imports this module.
 """
@@ -49,7 +54,7 @@ import pytest
 pytest.register_assert_rewrite(
     *(
         f"persistence.testing.{name}"
-        for name in ("_content", "_machine", "_races", "_records", "_takeover", "_transitions")
+        for name in ("_content", "_machine", "_races", "_records", "_takeover", "_transitions", "_writes")
     )
 )
 
@@ -58,6 +63,7 @@ from persistence.testing._races import ContractSettings, RaceContract, StoreFact
 from persistence.testing._records import HOUR_S, NOW_MS, NOW_S, done, lock, stored, taken_over
 from persistence.testing._takeover import TakeoverRaceContract
 from persistence.testing._transitions import AcquireContract, CompleteContract, ReleaseContract
+from persistence.testing._writes import TransactionalContract, WriteProbe
 
 if TYPE_CHECKING:
     from persistence._base import PersistenceLayer
@@ -69,6 +75,8 @@ __all__ = [
     "ContractSettings",
     "StoreContract",
     "StoreFactory",
+    "TransactionalContract",
+    "WriteProbe",
     "done",
     "lock",
     "race_processes",

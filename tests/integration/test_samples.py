@@ -140,3 +140,25 @@ def test_each_sample_names_the_payload_it_expects_and_its_event_carries_it(sampl
     assert payloads
     assert all(set(payload) <= example for payload in payloads), payloads  # no field the docstring does not name
     assert any(set(payload) == example for payload in payloads), payloads  # and the example is a real one
+
+
+def test_account_transfers_debit_once_with_their_records_and_a_refused_debit_writes_nothing(
+    store_url, tmp_path, ddb_server
+):
+    accounts = ddb_server.create_table(key_attr="pk")
+    client = ddb_server.client()
+    client.put_item(TableName=accounts, Item={"pk": {"S": "acc-1"}, "balance": {"N": "100"}})
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "ACCOUNTS_TABLE": accounts}
+    command = [sys.executable, "-m", "consumer.cli", "invoke", "samples.account_transfers:handler",
+               "--event", str(EVENTS / "account_transfers.json"), "--store", store_url]  # fmt: skip
+    for delivery in ("first", "redelivery"):
+        result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=120, check=False)
+        assert result.returncode == 0, result.stderr
+        failures = [f["itemIdentifier"] for f in json.loads(result.stdout)["batchItemFailures"]]
+        assert failures == ["7a1c0e52-0003-4c1b-9d37-0e2d4f1a7c03"], delivery  # tr-3: 500 is not covered
+        items = {i["pk"]["S"]: i for i in client.scan(TableName=accounts, ConsistentRead=True)["Items"]}
+        assert sorted(items) == ["acc-1", "transfer#tr-1", "transfer#tr-2"], delivery
+        assert items["acc-1"]["balance"] == {"N": "20"}, delivery
+    table = store_url.split("//")[1].split("?")[0]
+    statuses = sorted(i["status"]["S"] for i in client.scan(TableName=table, ConsistentRead=True)["Items"])
+    assert statuses == ["COMPLETE", "COMPLETE"]  # tr-3's lock was released with its refusal

@@ -46,6 +46,9 @@ def test_bench_smoke_run_measures_both_libraries(smoke_run):
         for what in ("first delivery", "redelivery", "cached redelivery")
     ]
     assert requests == [2, 1, 0]
+    written = [rows[f"DynamoDB requests/record, {way}"]["ours"]
+               for way in ("a write with the record (guard.write)", "the write, then the commit")]  # fmt: skip
+    assert written == [2, 3]
 
 
 def test_bench_smoke_run_measures_the_async_rows(smoke_run):

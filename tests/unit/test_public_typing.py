@@ -91,9 +91,11 @@ EVERYTHING = textwrap.dedent(
         SqsFifoPartialProcessor,
         async_batch_processor,
         UnexpectedBatchTypeError,
+        WriteConditionError,
         async_process_partial_response,
         batch_processor,
         canonical_json,
+        current_guard,
         current_idempotency_key,
         current_lambda_context,
         idempotency_disabled,
@@ -131,6 +133,8 @@ EVERYTHING = textwrap.dedent(
         RecordStatus,
         SQLitePersistenceLayer,
         ThreadedStore,
+        TransactionalStore,
+        WriteConditionError as Refused,
         as_async_store,
         is_async_store,
         new_lease,
@@ -206,6 +210,7 @@ EVERYTHING = textwrap.dedent(
 
     def on_sqs(record: SQSRecord, guard: IdempotencyGuard) -> Receipt:
         key: str | None = current_idempotency_key()
+        assert current_guard() is guard
         return charge(order={"id": len(record.body), "amount": int(guard.key == key)})
 
 
@@ -309,7 +314,10 @@ EVERYTHING = textwrap.dedent(
             raise RuntimeError(message) from refused
         except (NestedReplayError, InvalidResultError, IdempotencyConfigError, DataArgumentError) as failed:
             raise failed from None
-        except (LockLostError, ItemTooLargeError, PersistenceLayerError, IdempotencyError):
+        except WriteConditionError as refused:
+            index: int = refused.index
+            raise RuntimeError(index, refused.reason, refused.detail) from refused
+        except (LockLostError, ItemTooLargeError, PersistenceLayerError, IdempotencyError, Refused):
             raise
         except (Fenced, TooLarge, StoreDown, StoreError):
             raise
@@ -337,6 +345,8 @@ EVERYTHING = textwrap.dedent(
         assert record_size(record, names) < MAX_ITEM_BYTES and lease
         adapter: AsyncPersistenceLayer = as_async_store(store)
         assert isinstance(adapter, (InlineStore, ThreadedStore)) and not is_async_store(store)
+        if isinstance(store, TransactionalStore):
+            store.queue_write("local#k", [], {"Put": {"TableName": "t", "Item": {}}}, None)
         for stored in store.scan(status=RecordStatus.COMPLETE, limit=10):
             yield stored.key
         yield make_key({"messageId": "m-1"}, config) or str(third(n=3))

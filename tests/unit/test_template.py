@@ -59,7 +59,7 @@ def test_sam_transforms_it_into_plain_cloudformation(template):
     mappings = [r for r in output["Resources"].values() if r["Type"] == "AWS::Lambda::EventSourceMapping"]
     batch_events = [e for f in functions(template).values() for e in f["Properties"]["Events"].values()
                     if e["Type"] in BATCH_EVENTS]  # fmt: skip
-    assert len(mappings) == len(batch_events) == 6  # SQS x3 (one async), Kinesis, DynamoDB Streams, MSK
+    assert len(mappings) == len(batch_events) == 7  # SQS x4 (one async), Kinesis, DynamoDB Streams, MSK
     assert all(m["Properties"]["FunctionResponseTypes"] == ["ReportBatchItemFailures"] for m in mappings)
     # Kafka's error handling controls, partial batch response included, are a provisioned-mode feature.
     (kafka,) = [m for m in mappings if "Topics" in m["Properties"]]
@@ -94,9 +94,14 @@ def test_batch_functions_report_item_failures_and_iam_is_least_privilege(templat
             if event["Type"] in BATCH_EVENTS:
                 assert event["Properties"]["FunctionResponseTypes"] == ["ReportBatchItemFailures"], name
         (policy,) = props["Policies"]
-        (statement,) = policy["Statement"]
+        statement, *business = policy["Statement"]
         assert set(statement["Action"]) == TABLE_ACTIONS, name
         assert statement["Resource"] == {"Fn::GetAtt": ["IdempotencyTable", "Arn"]}, name
+        # The one sample that writes with its records: its debit and transfer item, on its own table, nothing else.
+        assert business == ([] if name != "AccountTransfersFunction" else [{
+            "Effect": "Allow", "Action": ["dynamodb:UpdateItem", "dynamodb:PutItem"],
+            "Resource": {"Fn::GetAtt": ["LedgerTable", "Arn"]},
+        }]), name  # fmt: skip
 
 
 def test_queues_outlast_the_function_and_redrive_to_a_dead_letter_queue(template):
