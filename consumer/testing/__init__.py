@@ -20,6 +20,7 @@ from consumer.testing._explore import (
     replay,
     shrink,
 )
+from consumer.testing._run import EPOCH_S
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -38,8 +39,10 @@ def simulate(
     operator: bool = True,
     faults: int = 1,
     redeliveries: int = 2,
-    depth: int = 12,
+    depth: int = 32,
     schedule: Sequence[int] | None = None,
+    epoch_s: int = EPOCH_S,
+    random_runs: int | None = None,
 ) -> SimulationReport:
     """Run the real guard against fresh stores under every schedule to ``depth``, then random ones.
 
@@ -56,7 +59,11 @@ def simulate(
             whose clock runs a lock's length ahead or behind.
         redeliveries: Deliveries that ended failed, in progress or crashed, redelivered as new holders.
         depth: Choices explored exhaustively; later choices take the first option (the first actor, no fault).
+        random_runs: At most this many random schedules after the exhaustive search (``None``: until the budget).
         schedule: Run only this schedule (a failure's ``schedule``), and raise if it fails.
+        epoch_s: The simulated time every clock starts from (epoch seconds). The default is far in the past, so
+            a store that reads the machine's clock instead of the caller's fails; a store whose records expire by
+            the server's clock (Redis's ``PEXPIREAT``) needs one near the real time, fixed for the whole search.
 
     Returns:
         What was explored, when every run held.
@@ -64,7 +71,7 @@ def simulate(
     Raises:
         SimulationFailure: An invariant failed: the shortest failing schedule found, its trace and seed.
     """
-    settings = Settings(holders=holders, operator=operator, faults=faults, redeliveries=redeliveries)
+    settings = Settings(holders=holders, operator=operator, faults=faults, redeliveries=redeliveries, epoch_s=epoch_s)
     started = time.monotonic()
     if schedule is not None:
         outcome = replay(settings, make_store, schedule)
@@ -72,15 +79,21 @@ def simulate(
             raise SimulationFailure(outcome, seed)
         elapsed = time.monotonic() - started
         return SimulationReport(
-            1, 0, exhaustive_complete=False, exhaustive_seconds=elapsed, random_runs=0, seconds=elapsed
+            1, 0, len(schedule), exhaustive_complete=False, exhaustive_seconds=elapsed, random_runs=0, seconds=elapsed
         )
     deadline = started + budget_s
-    runs, complete, failure = exhaustive(settings, make_store, depth, deadline)
+    bound = runs = longest = 0
+    complete, failure = False, None
+    while failure is None and bound < depth and time.monotonic() < deadline:
+        bound = min(depth, 2 * bound or 2)  # deepening: a failure is found at the fewest choices made
+        runs, complete, failure, longest = exhaustive(settings, make_store, bound, deadline)
+        if complete and longest <= bound:
+            break  # no run made more choices than this: deeper bounds explore the same schedules
     searched = time.monotonic() - started
     if failure is not None:
         raise SimulationFailure(shrink(settings, make_store, failure), None)
     seed = int(time.time()) if seed is None else seed
-    random_runs, failure, run_seed = randomly(settings, make_store, seed, deadline)
+    random_count, failure, run_seed = randomly(settings, make_store, seed, deadline, random_runs)
     if failure is not None:
         raise SimulationFailure(shrink(settings, make_store, failure), run_seed)
-    return SimulationReport(runs, depth, complete, searched, random_runs, time.monotonic() - started)
+    return SimulationReport(runs, bound, longest, complete, searched, random_count, time.monotonic() - started)

@@ -47,6 +47,8 @@ class SimulationReport:
     Attributes:
         exhaustive_runs: Runs of the exhaustive search (each a schedule, or a prefix cut as a state already seen).
         depth: Every choice up to this depth was explored (later choices take the first option).
+        longest: The most choices a run made: when it is at most ``depth`` and the search is complete, every
+            schedule was explored, whatever its length.
         exhaustive_complete: Whether the exhaustive search finished within the budget.
         exhaustive_seconds: Time the exhaustive search took.
         random_runs: Random schedules run after it.
@@ -55,6 +57,7 @@ class SimulationReport:
 
     exhaustive_runs: int
     depth: int
+    longest: int
     exhaustive_complete: bool
     exhaustive_seconds: float
     random_runs: int
@@ -64,8 +67,9 @@ class SimulationReport:
         """One line: the figures."""
         done = "complete" if self.exhaustive_complete else "cut by the budget"
         rate = (self.exhaustive_runs + self.random_runs) / self.seconds if self.seconds else 0.0
+        every = " (every schedule)" if self.exhaustive_complete and self.longest <= self.depth else ""
         return (
-            f"exhaustive to depth {self.depth}: {self.exhaustive_runs} runs ({done}, "
+            f"exhaustive to depth {self.depth}{every}: {self.exhaustive_runs} runs ({done}, "
             f"{self.exhaustive_seconds:.1f} s); "
             f"random: {self.random_runs} runs; {self.seconds:.1f} s ({rate:.0f} runs/s)"
         )
@@ -79,6 +83,7 @@ class Settings:
     operator: bool
     faults: int
     redeliveries: int
+    epoch_s: int
 
     def play(self, make_store: Callable[[], PersistenceLayer], choose: Chooser) -> Outcome:
         """One run against a fresh store."""
@@ -88,6 +93,7 @@ class Settings:
             operator=self.operator,
             faults=self.faults,
             redeliveries=self.redeliveries,
+            epoch_s=self.epoch_s,
         )
         return run.play(choose)
 
@@ -100,15 +106,16 @@ def replay(settings: Settings, make_store: Callable[[], PersistenceLayer], sched
 
 def exhaustive(
     settings: Settings, make_store: Callable[[], PersistenceLayer], depth: int, deadline: float
-) -> tuple[int, bool, Outcome | None]:
+) -> tuple[int, bool, Outcome | None, int]:
     """Depth-first over every choice up to ``depth``, re-running each schedule from a fresh store.
 
     A state met before at the same depth or shallower is cut: the run is a function of its state and its
-    later choices, so its futures were explored already. Returns (runs, finished, the first failure).
+    later choices, so its futures were explored already. Returns (runs, finished, the first failure, the most
+    choices any run made).
     """
     prefix: list[tuple[int, int]] = []  # (choice, options) at each branching point of the current run
     seen: dict[Hashable, int] = {}
-    runs = 0
+    runs = longest = 0
     while time.monotonic() < deadline:
         point = 0
 
@@ -127,16 +134,16 @@ def exhaustive(
             return 0
 
         outcome = settings.play(make_store, choose)
-        runs += 1
+        runs, longest = runs + 1, max(longest, point)
         if outcome.violations:
-            return runs, False, outcome
+            return runs, False, outcome, longest
         while prefix and prefix[-1][0] + 1 >= prefix[-1][1]:
             prefix.pop()
         if not prefix:
-            return runs, True, None
+            return runs, True, None, longest
         choice, count = prefix[-1]
         prefix[-1] = (choice + 1, count)
-    return runs, False, None
+    return runs, False, None, longest
 
 
 def shrink(settings: Settings, make_store: Callable[[], PersistenceLayer], outcome: Outcome) -> Outcome:
@@ -152,12 +159,15 @@ def shrink(settings: Settings, make_store: Callable[[], PersistenceLayer], outco
 
 
 def randomly(
-    settings: Settings, make_store: Callable[[], PersistenceLayer], seed: int, deadline: float
+    settings: Settings, make_store: Callable[[], PersistenceLayer], seed: int, deadline: float, limit: int | None
 ) -> tuple[int, Outcome | None, int]:
-    """Random schedules until ``deadline``: each run's seed comes from ``seed``. Returns (runs, failure, its seed)."""
+    """Random schedules until ``deadline`` (at most ``limit``), each run's seed drawn from ``seed``.
+
+    Returns (runs, the first failure, its run's seed).
+    """
     seeds = random.Random(seed)  # noqa: S311 - a schedule, not a secret
     runs = 0
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and (limit is None or runs < limit):
         run_seed = seeds.getrandbits(32)
         outcome = settings.play(make_store, functools.partial(_at_random, random.Random(run_seed)))  # noqa: S311
         runs += 1

@@ -71,12 +71,12 @@ class Run:
     """One run of the actors of one key against a fresh store (see the module's docstring)."""
 
     def __init__(
-        self, store: PersistenceLayer, *, holders: int, operator: bool, faults: int, redeliveries: int
+        self, store: PersistenceLayer, *, holders: int, operator: bool, faults: int, redeliveries: int, epoch_s: int
     ) -> None:
         """Prepare the actors; nothing runs before :meth:`play`."""
         self.store, self.faults, self.redeliveries = store, faults, redeliveries
-        self.baton = Baton(EPOCH_S)
-        self.oracle = Oracle(EPOCH_S * 1000)
+        self.baton = Baton(epoch_s)
+        self.oracle = Oracle(epoch_s * 1000)
         self.key = make_key(DATA, CONFIG, KEY_PREFIX) or ""
         self.steps: list[Step] = []
         self.choices: list[int] = []
