@@ -85,8 +85,9 @@ reliability: install
 	tests/loopback-only $(BIN)/pytest tests/reliability
 
 # Mutation testing ([tool.mutmut] in pyproject.toml): each change to the core modules must fail one of the
-# fast tests (no DynamoDB Local, no subprocesses). Not part of make test. One worker unless told otherwise
-# (make mutation MUTATION_JOBS=2); a fresh mutants/ each time, so the score is the tree's as it is now.
+# fast tests (no DynamoDB Local, no subprocesses). Not part of make test, which checks only that the selection
+# passes unmutated in the tree mutmut builds (tests/integration/test_mutation_layout.py). One worker unless
+# told otherwise (make mutation MUTATION_JOBS=2); a fresh mutants/ each time, so the score is the tree's as it is.
 # Bytecode is written whatever the environment says: each mutant's process imports the tests afresh, and
 # rewriting their asserts every time would make the run three times as long.
 MUTATION_JOBS ?= 1

@@ -8,8 +8,9 @@ really suspends (``await asyncio.sleep(0)``) before it runs.
 Each async call runs in ``asyncio.run`` as if the test had awaited it: the context variables it sets (a
 processor's ``summary`` and ``items``) are kept afterwards. ``face.enter`` / ``face.exit`` take a guard through
 its life cycle a step at a time (a lock held across steps: conflicts, takeovers, failed releases), and
-``face.pausing`` builds a handler that lets other records run in its middle (threads sleep, tasks await), and
-``face.race`` delivers one record to several guards at once (threads, or tasks of one loop).
+``face.pausing`` builds a handler whose first records wait in its middle for each other (threads at a barrier,
+tasks on an event), and ``face.race`` delivers one record to several guards at once (threads, or tasks of one
+loop), the one that takes the lock holding it until every other has met it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import contextvars
 import functools
 import inspect
 import threading
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -72,28 +72,38 @@ class SyncFace:
         """``guard.__exit__`` as a ``with`` block ending with ``exc`` (or normally) calls it; returns its value."""
         return guard.__exit__(None if exc is None else type(exc), exc, None)
 
-    def pausing(self, first: Callable[..., Any], then: Callable[..., Any]) -> Callable[..., Any]:
-        """A handler running ``first(record)``, then 10 ms in which other threads run, then ``then(record)``."""
+    def pausing(self, first: Callable[..., Any], then: Callable[..., Any], meet: int = 2) -> Callable[..., Any]:
+        """A handler running ``first(record)``, then ``then(record)``; the first ``meet`` records to get between
+        the two wait there until all of them are (a barrier: that many records run at once, or they fail)."""
+        barrier, arrived, lock = threading.Barrier(meet), [0], threading.Lock()
 
         def handler(record: Any) -> Any:
             first(record)
-            time.sleep(0.01)
+            with lock:
+                arrived[0] += 1
+                waits = arrived[0] <= meet
+            if waits:
+                barrier.wait(timeout=30)
             return then(record)
 
         return handler
 
     def race(self, n: int, data: Any, body: Callable[[IdempotencyGuard], Any], **guard_options: Any) -> list[str]:
-        """``n`` threads released at once each run ``body(guard)`` in a guard of ``data`` and hold its lock 50 ms.
+        """``n`` threads released at once each run ``body(guard)`` in a guard of ``data``; the one that takes the
+        lock holds it until every other delivery has ended.
 
         Returns each delivery's outcome: ``"ran"``, ``"replayed"`` or ``"in progress"``.
         """
-        barrier = threading.Barrier(n)
+        barrier, ended = threading.Barrier(n), threading.Semaphore(0)
 
         def deliver() -> str:
             barrier.wait(timeout=30)
             with outcome() as seen, IdempotencyGuard(data, **guard_options) as guard:
                 body(guard)
-                time.sleep(0.05)  # hold the lock while the others arrive
+                for _ in range(n - 1):  # hold the lock while the others meet it
+                    assert ended.acquire(timeout=30), "a delivery never ended"
+            if seen[0] != "ran":
+                ended.release()
             return seen[0]
 
         with ThreadPoolExecutor(n) as pool:
@@ -185,24 +195,36 @@ class AsyncFace:
         """``await guard.__aexit__(...)``, as an ``async with`` block ending with ``exc`` awaits it."""
         return awaited(guard.__aexit__(None if exc is None else type(exc), exc, None))
 
-    def pausing(self, first: Callable[..., Any], then: Callable[..., Any]) -> Callable[..., Any]:
-        """An ``async def`` running ``first(record)``, then awaiting (other tasks run), then ``then(record)``."""
+    def pausing(self, first: Callable[..., Any], then: Callable[..., Any], meet: int = 2) -> Callable[..., Any]:
+        """An ``async def`` running ``first(record)``, then awaiting, then ``then(record)``; the first ``meet``
+        records to get between the two wait there until all of them are."""
+        arrived, met = [0], asyncio.Event()
 
         async def handler(record: Any) -> Any:
             first(record)
+            arrived[0] += 1
+            if arrived[0] == meet:
+                met.set()
+            if arrived[0] <= meet:
+                await asyncio.wait_for(met.wait(), 30)
             await asyncio.sleep(0)
             return then(record)
 
         return handler
 
     def race(self, n: int, data: Any, body: Callable[[IdempotencyGuard], Any], **guard_options: Any) -> list[str]:
-        """``n`` tasks of one loop each run ``body(guard)`` in ``async with`` a guard of ``data``, holding it 50 ms."""
+        """``n`` tasks of one loop each run ``body(guard)`` in ``async with`` a guard of ``data``; the one that takes
+        the lock holds it until every other delivery has ended."""
+        ended = asyncio.Semaphore(0)
 
         async def deliver() -> str:
             with outcome() as seen:
                 async with IdempotencyGuard(data, **guard_options) as guard:
                     body(guard)
-                    await asyncio.sleep(0.05)  # hold the lock while the others arrive
+                    for _ in range(n - 1):  # hold the lock while the others meet it
+                        await asyncio.wait_for(ended.acquire(), 30)
+            if seen[0] != "ran":
+                ended.release()
             return seen[0]
 
         async def main() -> list[str]:

@@ -1,11 +1,14 @@
-"""An injectable clock, a Lambda context, and a store that counts its calls."""
+"""An injectable clock, an event loop whose clock the test moves, a Lambda context, and a store that counts its
+calls."""
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import uuid
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from records import NOW_S
 
@@ -21,6 +24,45 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
+
+
+T = TypeVar("T")
+
+
+class SteppedLoop(asyncio.SelectorEventLoop):
+    """An event loop whose clock the test moves on: its timers (a processor's deadline timer, ``asyncio.sleep``,
+    timeouts) fire when the test says, not whenever a loaded machine gets there. Time still passes meanwhile:
+    give the deadline a window no run reaches by itself, then ``advance`` past it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.offset = 0.0
+
+    def time(self) -> float:
+        return super().time() + self.offset
+
+    def advance(self, seconds: float) -> None:
+        """Move the clock ``seconds`` on (from the loop's thread): the timers now due fire on its next turn, in
+        the order they were due, before any timer set after this call."""
+        self.offset += seconds
+
+
+def run_stepped(main: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run(main)`` on a :class:`SteppedLoop`: inside, ``asyncio.get_running_loop().advance(s)``."""
+    loop = SteppedLoop()
+    try:
+        return loop.run_until_complete(main)
+    finally:
+        try:
+            left = asyncio.all_tasks(loop)
+            for task in left:
+                task.cancel()
+            if left:
+                loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+        finally:
+            loop.close()
 
 
 @dataclass

@@ -329,5 +329,4 @@ class TestConcurrentDuplicates:
         effects = []
         outcomes = collections.Counter(face.race(8, SQS_RECORD, lambda guard: effects.append(guard.key), store=store))
         assert len(effects) == 1
-        assert outcomes["ran"] == 1
-        assert outcomes["in progress"] + outcomes["replayed"] == 7
+        assert outcomes == {"ran": 1, "in progress": 7}  # the holder held its lock until the others met it

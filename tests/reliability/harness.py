@@ -61,11 +61,16 @@ def assert_nothing_lost(store: Any, keys_by_id: dict[str, str], reported_failed:
     return len(lost)
 
 
-def async_recording_handler(ledger: Ledger, scenario: str, worker: str, rng: random.Random, max_delay: float):
+def async_recording_handler(
+    ledger: Ledger, scenario: str, worker: str, rng: random.Random, max_delay: float, *, first: Any = None
+):
     """An ``async def`` record handler that awaits a random ``0..max_delay`` s on each side of its side effect
-    (one ledger row, keyed by the message id) and returns ``worker``, so a replay shows whose run it replays."""
+    (one ledger row, keyed by the message id) and returns ``worker``, so a replay shows whose run it replays.
+    ``first``, if given, is called as the body starts (a barrier)."""
 
     async def handler(record: Any) -> str:
+        if first is not None:
+            first()
         await asyncio.sleep(rng.uniform(0, max_delay))
         ledger.record(scenario, record.message_id, worker)
         await asyncio.sleep(rng.uniform(0, max_delay))

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 from events import sqs_event, sqs_record
-from fakes import FakeContext
+from fakes import FakeContext, run_stepped
 from harness import (
     assert_exactly_once,
     assert_nothing_lost,
@@ -54,6 +54,13 @@ BATCH_SIZE = 10  # SQS's default batch size
 MAX_ROUNDS = 500  # redeliveries before a scenario gives up on a record
 STORES = ["sqlite", "dynamodb", "redis"]  # shared across processes and reached through the ThreadedStore
 ONE_LOOP_STORES = ["memory", *STORES]  # the in-memory store lives in one process
+
+
+async def advance_when(ready: Callable[[], bool], seconds: float) -> None:
+    """Once ``ready()`` (asked in a thread: it may call a store) holds, move the loop's clock ``seconds`` on."""
+    while not await asyncio.to_thread(ready):  # noqa: ASYNC110 - a condition on a store: no event to await
+        await asyncio.sleep(0.005)
+    asyncio.get_running_loop().advance(seconds)
 
 
 # -- the three ways a delivery ends ----------------------------------------------------------------------
@@ -145,17 +152,20 @@ def jostled(records: list[dict[str, Any]], rng: random.Random, reach: int = 3 * 
     return [records[i] for i in order]
 
 
-async def run_tasks(factory, records, *, ledger_path: str, scenario: str, tasks: int, worker: str) -> Tally:
+async def run_tasks(
+    factory, records, *, ledger_path: str, scenario: str, tasks: int, worker: str, first_body=None
+) -> Tally:
     """``tasks`` concurrent tasks on one loop, each delivering every record in its own order: even tasks share
     one processor and store, odd tasks have their own (their own connection or client and thread pool). Each
-    task delivers every record, in an order of its own close to the others' (``jostled``)."""
+    task delivers every record, in an order of its own close to the others' (``jostled``). ``first_body`` (a
+    :class:`FirstBody`) is called, on the loop, as each body starts."""
     shared = new_processor(factory(), max_concurrency=5)
     ledger = Ledger(ledger_path)
 
     async def task(n: int) -> Tally:
         rng = random.Random(f"{worker}-{n}")
         processor = shared if n % 2 == 0 else new_processor(factory(), max_concurrency=rng.choice([1, 3, 10]))
-        handler = async_recording_handler(ledger, scenario, f"{worker}t{n}", rng, max_delay=0.003)
+        handler = async_recording_handler(ledger, scenario, f"{worker}t{n}", rng, max_delay=0.003, first=first_body)
         tally = Tally()
         await deliver_until_done(processor, jostled(records, rng), handler, tally)
         return tally
@@ -202,11 +212,30 @@ def test_eight_tasks_in_one_loop_deliver_overlapping_batches_exactly_once(race_f
 # -- 2. two processes, each a loop of tasks --------------------------------------------------------------
 
 
-def _process_worker(factory, records, start, results, options) -> None:
+class FirstBody:
+    """Holds a process at its first body until the other process has entered one too, so both hold a lock before
+    either commits: the processes race whatever the scheduler does (a process that started late would otherwise
+    find every record already COMPLETE).
+
+    It blocks the event loop rather than awaiting: the waiting process claims no more records meanwhile, so it
+    holds at most what its batches had in flight (``tasks * BATCH_SIZE``), and the other process, delivering
+    more records than that, finds one free.
+    """
+
+    def __init__(self, barrier: Any) -> None:
+        self.barrier, self.passed = barrier, False
+
+    def __call__(self) -> None:
+        if not self.passed:
+            self.passed = True
+            self.barrier.wait(timeout=120)  # broken: a BrokenBarrierError fails the record, and the test below
+
+
+def _process_worker(factory, records, first_body, results, options) -> None:
     worker = options["worker"]
     try:
-        start.wait(timeout=120)  # both processes' imports are done: they start delivering together
-        results.put((worker, asyncio.run(run_tasks(factory, records, **options))))
+        tally = asyncio.run(run_tasks(factory, records, first_body=FirstBody(first_body), **options))
+        results.put((worker, tally))
     except BaseException as e:
         results.put((worker, e))
         raise
@@ -217,15 +246,15 @@ def _process_worker(factory, records, start, results, options) -> None:
 def test_two_processes_each_running_tasks_deliver_overlapping_batches_exactly_once(
     race_factory, tmp_path, long_form, report
 ):
-    unique, duplicates = (1000, 300) if long_form else (30, 10)
+    unique, duplicates = (1000, 300) if long_form else (50, 10)
+    options = {"ledger_path": str(tmp_path / "ledger.sqlite3"), "scenario": "async-procs", "tasks": 4}
+    assert unique > options["tasks"] * BATCH_SIZE, "a process held at its first body could hold every record"
     records = batch_with_duplicates(unique, duplicates, seed=22)
-    ledger_path = str(tmp_path / "ledger.sqlite3")
     ctx = multiprocessing.get_context("spawn")
-    results, start = ctx.Queue(), ctx.Barrier(2)
-    options = {"ledger_path": ledger_path, "scenario": "async-procs", "tasks": 4}
+    results, first_body = ctx.Queue(), ctx.Barrier(2)
     procs = [
         ctx.Process(
-            target=_process_worker, args=(race_factory, records, start, results, {**options, "worker": f"p{p}"})
+            target=_process_worker, args=(race_factory, records, first_body, results, {**options, "worker": f"p{p}"})
         )
         for p in range(2)
     ]
@@ -239,10 +268,11 @@ def test_two_processes_each_running_tasks_deliver_overlapping_batches_exactly_on
     tally = Tally()
     for _, worker_tally in outcomes:
         tally.merge(worker_tally)
-    workers = {worker[:2] for _, worker in Ledger(ledger_path).entries("async-procs")}
+    assert tally.errors["BrokenBarrierError"] == 0, "a process waited for the other's first body in vain"
+    workers = {worker[:2] for _, worker in Ledger(options["ledger_path"]).entries("async-procs")}
     assert workers == {"p0", "p1"}, "one process did all the work: the processes never raced"
     check_every_effect_once(
-        race_factory, records, tally, ledger_path=ledger_path, scenario="async-procs", report=report
+        race_factory, records, tally, ledger_path=options["ledger_path"], scenario="async-procs", report=report
     )
 
 
@@ -383,7 +413,9 @@ def effect_handler(ledger: Ledger, scenario: str, delay_of):
     return handler
 
 
-MARGIN_MS, WINDOW_MS = 1000, 600  # the deadline margin, and the time a FakeContext leaves before it
+#: The deadline margin, and the time a FakeContext leaves before it: more than any run takes, so the deadline
+#: timer fires only when the test moves the loop's clock past it (``advance_when``).
+MARGIN_MS, WINDOW_MS = 1000, 120_000
 
 
 def later(seconds: float):
@@ -434,9 +466,35 @@ def test_the_processor_deadline_fails_slow_bodies_uncommitted_and_commits_the_re
         deadline_margin_ms=MARGIN_MS,
         raise_on_entire_batch_failure=False,
     )
-    handler = effect_handler(ledger, scenario, lambda message_id: 60 if message_id in slow else 0.001)
-    context = FakeContext(remaining_ms=MARGIN_MS + WINDOW_MS)
-    failed = failed_ids(asyncio.run(async_process_partial_response(sqs_event(*records), handler, processor, context)))
+    started_slow: list[str] = []
+
+    def delay(message_id: str) -> float:
+        if message_id not in slow:
+            return 0.001
+        started_slow.append(message_id)
+        return 3600  # past any move of the clock: only the deadline ends it
+
+    # The deadline fires once every worker holds a slow body: with a worker for each record, once every fast
+    # record has committed too (each of the 4 workers committed its fast records before it took a slow one).
+    checker = race_factory()
+    fast_keys = [key_of(r, CONFIG) for r in records if r["messageId"] not in slow]
+
+    def held_up() -> bool:
+        if len(started_slow) < min(max_concurrency, len(slow)):
+            return False
+        stored = [checker.get(key) for key in fast_keys] if max_concurrency >= len(records) else []
+        return all(r is not None and r.status is RecordStatus.COMPLETE for r in stored)
+
+    async def run() -> dict[str, Any]:
+        context = FakeContext(remaining_ms=MARGIN_MS + WINDOW_MS)
+        handler = effect_handler(ledger, scenario, delay)
+        mover = asyncio.ensure_future(advance_when(held_up, WINDOW_MS / 1000))
+        try:
+            return await async_process_partial_response(sqs_event(*records), handler, processor, context)
+        finally:
+            mover.cancel()
+
+    failed = failed_ids(run_stepped(run()))
     Tally().add(processor.items, failed)
     first = check_deadline_outcomes(store, ledger, scenario, processor.items)
     assert slow <= failed
@@ -452,7 +510,9 @@ def test_the_processor_deadline_fails_slow_bodies_uncommitted_and_commits_the_re
     assert early == {i.item_id for i in processor.items if i.outcome is Outcome.IN_PROGRESS}
     assert len(early) == first["failed"]  # the cut ones, still locked; the deferred ones ran
     # Past the lock deadline (Lambda deadline + lock_grace_ms), well within the committed records' expiry.
-    late = AsyncBatchProcessor(EventType.SQS, store=store, config=CONFIG, clock=later(60))
+    late = AsyncBatchProcessor(
+        EventType.SQS, store=store, config=CONFIG, clock=later((MARGIN_MS + WINDOW_MS) / 1000 + 60)
+    )
     assert failed_ids(asyncio.run(async_process_partial_response(sqs_event(*redelivery), fast, late))) == set()
     assert check_effect_iff_complete(store, ledger, scenario, records) == len(records)
     report(
@@ -534,13 +594,13 @@ def test_an_invocation_cancelled_from_outside_commits_no_interrupted_body_and_ho
 
 
 class LatentStore:
-    """A sync store whose ``slow`` call (``acquire`` or ``complete``) takes ``delay`` s in its thread before
-    (``when="before"``: the write has not landed yet) or after (``"after"``: landed, answer on its way) the real
-    call, and calls ``in_flight(key)`` as that wait begins. The async face runs it in a ThreadedStore, as SQLite
-    and DynamoDB are run."""
+    """A sync store whose ``slow`` call (``acquire`` or ``complete``) calls ``in_flight(key)`` in its thread, and
+    waits for it to return, before (``when="before"``: the write has not landed yet) or after (``"after"``:
+    landed, answer on its way) the real call. The async face runs it in a ThreadedStore, as SQLite and DynamoDB
+    are run."""
 
-    def __init__(self, inner: Any, slow: str, when: str, delay: float) -> None:
-        self.inner, self.slow, self.when, self.delay = inner, slow, when, delay
+    def __init__(self, inner: Any, slow: str, when: str) -> None:
+        self.inner, self.slow, self.when = inner, slow, when
         self.in_flight: Callable[[str], None] = lambda key: None
         self.calls: collections.Counter[str] = collections.Counter()
         self._lock = threading.Lock()
@@ -552,11 +612,9 @@ class LatentStore:
             return call(*args)
         if self.when == "before":
             self.in_flight(key)
-            time.sleep(self.delay)
             return call(*args)
         result = call(*args)
         self.in_flight(key)
-        time.sleep(self.delay)
         return result
 
     def acquire(self, record, now_ms):
@@ -573,14 +631,20 @@ class LatentStore:
 
 
 async def cancel_in_store_calls(store: LatentStore, ledger: Ledger, records: list[dict[str, Any]]) -> list[Any]:
-    """Each record's guard in its own task, cancelled (from the store's thread, through the loop) as soon as its
-    slow store call is in flight."""
+    """Each record's guard in its own task, cancelled (from the store's thread, through the loop) while its slow
+    store call is in flight: the call goes on only once the loop has cancelled the task."""
     loop = asyncio.get_running_loop()
     tasks = {
         key_of(r, CONFIG): asyncio.ensure_future(guarded_effect(r, store, ledger, scenario="in-flight", delay=0))
         for r in records
     }
-    store.in_flight = lambda key: loop.call_soon_threadsafe(tasks[key].cancel)
+
+    def cancel(key: str) -> None:
+        cancelled = threading.Event()
+        loop.call_soon_threadsafe(lambda: (tasks[key].cancel(), cancelled.set()))
+        assert cancelled.wait(60), "the loop never cancelled the task"
+
+    store.in_flight = cancel
     return await asyncio.gather(*tasks.values(), return_exceptions=True)
 
 
@@ -594,7 +658,7 @@ def test_a_cancellation_during_a_threaded_store_call_leaves_no_unused_lock_and_l
     committing: the commit lands. Either way the task ends cancelled, and a redelivery runs (or replays) each
     record so that its effect happened once."""
     (slow, when), inner, ledger = phase.split("-"), race_factory(), Ledger(str(tmp_path / "ledger.sqlite3"))
-    store = LatentStore(inner, slow, when, delay=0.1)
+    store = LatentStore(inner, slow, when)
     records = unique_records(phase, 48 if long_form else 8)
     outcomes = asyncio.run(cancel_in_store_calls(store, ledger, records))
     assert all(isinstance(o, asyncio.CancelledError) for o in outcomes), outcomes
@@ -639,7 +703,7 @@ def test_stores_built_for_each_invocation_leave_no_store_threads_behind(race_fac
         assert failed_ids(asyncio.run(async_process_partial_response(event, handler, processor))) == set()
     del processor
     gc.collect()
-    left, waited_until = store_threads() - before, time.monotonic() + 1
+    left, waited_until = store_threads() - before, time.monotonic() + 60  # a bound no loaded machine reaches
     for thread in left:  # a collected pool's threads end as soon as they see it gone
         thread.join(timeout=max(0, waited_until - time.monotonic()))
     assert [t.name for t in left if t.is_alive()] == []

@@ -57,8 +57,12 @@ def test_sigkilled_holder_blocks_until_its_deadline_then_is_taken_over(race_fact
     assert held.status is RecordStatus.IN_PROGRESS
     handler = lambda record: Ledger(ledger_path).record("crash", record.message_id, "redelivery")  # noqa: E731
 
-    # Redelivered before the lock deadline (at most 10 s + 0.5 s grace): a live lock, reported failed.
-    early = BatchProcessor(EventType.SQS, store=store, config=CONFIG, raise_on_entire_batch_failure=False)
+    # Redelivered before the lock deadline (10 s + 0.5 s grace after the lock was taken): a live lock, reported
+    # failed. A second before it by the clock, whatever the time the worker took to start and be killed.
+    just_before = held.in_progress_expires_at / 1000 - 1
+    early = BatchProcessor(
+        EventType.SQS, store=store, config=CONFIG, clock=lambda: just_before, raise_on_entire_batch_failure=False
+    )
     assert early.process(sqs_event(RECORD), handler)["batchItemFailures"] == [{"itemIdentifier": "msg-crash"}]
     assert early.summary.in_progress == 1
 
@@ -89,7 +93,9 @@ def test_stale_holder_commit_is_refused_and_its_record_reported_failed(race_fact
     stale_response, stale_items = {}, []
 
     def run_stale():
-        stale_response.update(stale.process(sqs_event(RECORD, other), paused_handler, LocalContext(3000)))
+        # Its time left stands still: the record after the paused one runs whatever the time the pause took.
+        context = LocalContext(3000, clock=lambda: 0.0)
+        stale_response.update(stale.process(sqs_event(RECORD, other), paused_handler, context))
         stale_items.extend(stale.items)  # a processor's items are those of the calling thread's last batch
 
     thread = threading.Thread(target=run_stale)

@@ -155,10 +155,14 @@ class KillSchedule:
     ``points`` are counts of bodies started (over every delivery). At a ``paused`` point the handler waits inside
     the body until the kill is done, so that record's commit meets a dead server; at the others the handler only
     signals and goes on, and the kill lands a moment later wherever the worker is (acquire, body or commit).
+    With ``await_commit`` (a client that does not retry), the server comes back only once that commit failed,
+    however late the worker got to it; a retrying client's later attempts may reach the restarted server.
     """
 
-    def __init__(self, rng: random.Random, kills: int, bodies: int) -> None:
+    def __init__(self, rng: random.Random, kills: int, bodies: int, *, await_commit: bool) -> None:
         self.rng = rng
+        self.await_commit = await_commit
+        self.commit_ended = threading.Event()  # set by the store (``SignallingStore``) as each commit call ends
         self.points = set(rng.sample(range(2, bodies), kills))
         self.paused_points = set(sorted(self.points)[::2])
         self.started: list[str] = []
@@ -194,12 +198,31 @@ class KillSchedule:
             self.mid_batch += worker.is_alive()
             if resume is not None:
                 self.paused_records.append(self.started[before - 1])
+                self.commit_ended.clear()  # no commit is in flight: the one worker is in the paused body
                 resume.set()  # the paused body returns now: its commit meets the dead server
+                if self.await_commit:
+                    assert self.commit_ended.wait(60), "the paused body's commit never ended"
             time.sleep(self.rng.uniform(0.005, 0.05))  # down for a moment (what the client meets meanwhile)
             # While the server is down no lock can be taken, so no body starts that was not in flight at the kill
             # (but one whose acquire was answered just before it).
             self.exposed.update(self.started[max(0, before - 1) :])
             server.restart()
+
+
+class SignallingStore:
+    """The store, setting ``ended`` as each ``complete`` call returns or raises."""
+
+    def __init__(self, inner: RedisPersistenceLayer, ended: threading.Event) -> None:
+        self.inner, self.ended = inner, ended
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def complete(self, record: Any) -> None:
+        try:
+            self.inner.complete(record)
+        finally:
+            self.ended.set()
 
 
 @dataclass
@@ -218,7 +241,11 @@ class SigkillRun:
     def deliver(self, batch: list[dict[str, Any]], clock: Any) -> set[str]:
         """One delivery of ``batch``, the server killed at the points it reaches; returns the ids reported failed."""
         processor = BatchProcessor(
-            EventType.SQS, store=self.store, config=CONFIG, clock=clock, raise_on_entire_batch_failure=False
+            EventType.SQS,
+            store=SignallingStore(self.store, self.schedule.commit_ended),
+            config=CONFIG,
+            clock=clock,
+            raise_on_entire_batch_failure=False,
         )
         run: dict[str, Any] = {}
 
@@ -255,7 +282,7 @@ def test_sigkill_mid_batch_loses_nothing_and_repeats_only_bodies_in_flight(
     records = batch_with_duplicates(unique, duplicates, seed=3)
     keys = {r["messageId"]: key_of(r, CONFIG) for r in records}
     ledger = Ledger(str(tmp_path / "ledger.sqlite3"))
-    schedule = KillSchedule(random.Random(2024), kills, bodies=int(unique * 0.8))
+    schedule = KillSchedule(random.Random(2024), kills, bodies=int(unique * 0.8), await_commit=retries == "no retries")
 
     def handler(record: Any) -> str:
         ledger.record("sigkill", record.message_id, "ran")

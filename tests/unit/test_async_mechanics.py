@@ -7,7 +7,7 @@ import threading
 
 import pytest
 from events import failures, sqs_event, sqs_record
-from fakes import FakeContext
+from fakes import FakeContext, run_stepped
 
 from consumer import (
     AlreadyProcessed,
@@ -281,12 +281,14 @@ def test_bodies_running_at_the_deadline_margin_are_cancelled_and_reported_their_
 
     async def handler(record):
         started.append(record.message_id)
-        await asyncio.sleep(0 if record.message_id == "fast" else 10)
+        if record.message_id == "slow":  # the margin is reached while it runs, and only then
+            asyncio.get_running_loop().advance(60)
+            await asyncio.sleep(3600)
 
     processor = AsyncBatchProcessor(EventType.SQS, store=store, max_concurrency=1, deadline_margin_ms=1000)
     event = sqs_event(sqs_record("fast", 1), sqs_record("slow", 2), sqs_record("later", 3))
-    context = FakeContext(remaining_ms=1050)  # 50 ms until the margin
-    response = asyncio.run(async_process_partial_response(event, handler, processor, context))
+    context = FakeContext(remaining_ms=61_000)  # 60 s until the margin, by the loop's clock
+    response = run_stepped(async_process_partial_response(event, handler, processor, context))
     assert failures(response) == ["slow", "later"]
     assert started == ["fast", "slow"]
     slow, later = processor.items[1:]
@@ -413,14 +415,16 @@ def test_a_base_exception_from_a_handler_fails_the_invocation_after_the_others_f
 def test_a_keyboard_interrupt_stops_the_loop_and_every_other_record_releases_its_lock(tmp_path):
     """asyncio lets KeyboardInterrupt out of the loop at once; asyncio.run then cancels the other records."""
     store = SQLitePersistenceLayer(str(tmp_path / "s.db"))
-    ran = []
+    ran, all_running = [], asyncio.Event()
 
     async def handler(record):
         ran.append(record.message_id)
+        if len(ran) == 4:
+            all_running.set()
         if record.message_id == "boom":
-            await asyncio.sleep(0.02)
+            await asyncio.wait_for(all_running.wait(), 30)  # every other record holds its lock
             raise KeyboardInterrupt
-        await asyncio.sleep(10)
+        await asyncio.sleep(60)
 
     processor = AsyncBatchProcessor(EventType.SQS, store=store, max_concurrency=4)
     event = sqs_event(sqs_record("boom", 0), *(sqs_record(f"m{i}", i) for i in range(3)))
@@ -434,22 +438,24 @@ def test_a_keyboard_interrupt_stops_the_loop_and_every_other_record_releases_its
 
 
 def test_a_task_held_in_a_result_is_cancelled_when_the_record_fails():
-    store, charges = InMemoryPersistenceLayer(), []
+    store, charges, held = InMemoryPersistenceLayer(), [], []
 
     async def charge(message_id):
         await asyncio.sleep(0.01)
         charges.append(message_id)
 
     async def handler(record):
-        return [asyncio.ensure_future(charge(record.message_id))]  # scheduled, returned, never awaited
+        held.append(asyncio.ensure_future(charge(record.message_id)))
+        return held[:]  # scheduled, returned, never awaited
 
     async def run():
         processor = AsyncBatchProcessor(EventType.SQS, store=store, raise_on_entire_batch_failure=False)
         response = await async_process_partial_response(sqs_event(sqs_record("m-1", 1)), handler, processor)
-        await asyncio.sleep(0.05)  # time enough for a task left running to charge
+        await asyncio.wait(held)  # cancelled, or left running to charge
         return response
 
     assert failures(asyncio.run(run())) == ["m-1"]
+    assert [task.cancelled() for task in held] == [True]
     assert charges == []
     assert list(store.scan()) == []
 
@@ -480,20 +486,20 @@ def test_a_commit_that_lands_after_the_deadline_fired_is_reported_processed(tmp_
         return 1
 
     async def run():
-        # The deadline fires 1 s in (2 s left, a margin of 1 s): time enough, even on a loaded machine, to acquire
-        # and reach the commit, which then waits until the deadline has passed.
+        # The deadline fires only when the loop's clock is moved past it (60 s before the margin): once the commit
+        # was reached, which then waits until the deadline has passed.
+        loop = asyncio.get_running_loop()
         processor = AsyncBatchProcessor(EventType.SQS, store=store, deadline_margin_ms=1000)
-        deadline = asyncio.get_running_loop().time() + 1.0
         task = asyncio.ensure_future(
-            async_process_partial_response(sqs_event(sqs_record("m-1", 1)), handler, processor, FakeContext(2000))
+            async_process_partial_response(sqs_event(sqs_record("m-1", 1)), handler, processor, FakeContext(61_000))
         )
         assert await asyncio.to_thread(store.entered.wait, 10)
-        assert asyncio.get_running_loop().time() < deadline, "the commit was reached only after the deadline"
-        await asyncio.sleep(deadline + 0.1 - asyncio.get_running_loop().time())  # the deadline fires meanwhile
+        loop.advance(60)
+        await asyncio.sleep(0.001)  # due after the deadline timer, which therefore fires first
         store.gate.set()
         return await task, processor
 
-    response, processor = asyncio.run(run())
+    response, processor = run_stepped(run())
     assert failures(response) == []
     assert processor.summary.processed == 1
     assert [r.status for r in store.inner.scan()] == [RecordStatus.COMPLETE]

@@ -399,11 +399,15 @@ def test_a_typed_record_inside_other_data_is_keyed_by_its_id_not_its_delivery():
 
 
 def test_process_returns_only_once_every_record_has_finished(store):
-    finished = []
+    finished, slow_running, raising = [], threading.Event(), threading.Event()
 
     def handler(record):
         if record.message_id == "boom":
+            assert slow_running.wait(30)  # raised while the other record runs
+            raising.set()
             raise SystemExit(1)
+        slow_running.set()
+        assert raising.wait(30)
         time.sleep(0.2)
         finished.append(record.message_id)
 

@@ -155,7 +155,7 @@ def test_an_async_batch_a_record_stops_names_the_exception_that_leaves_the_loop(
     async def handler(record):
         if record.message_id == "m-2":
             raise stop
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(60)  # still running when m-2 stops the batch, however late m-2 starts
 
     processor = AsyncBatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer())
     with pytest.raises(stop):

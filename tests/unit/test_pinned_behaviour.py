@@ -10,7 +10,6 @@ import operator
 import re
 import sys
 import threading
-import time
 import types
 import weakref
 from dataclasses import dataclass
@@ -499,12 +498,13 @@ def test_the_summary_log_line_is_a_batch_processed_message(store, caplog):
 
 
 def test_max_workers_records_run_at_once_on_named_worker_threads(store):
-    names, lock = set(), threading.Lock()
+    names, lock, both_running = set(), threading.Lock(), threading.Barrier(2, timeout=30)
 
     def handler(record):
         with lock:
             names.add(threading.current_thread().name)
-        time.sleep(0.05)  # every record is submitted while the first ones still run
+        if record.message_id in {"m0", "m1"}:
+            both_running.wait()  # the first two records run at once, on two threads
 
     processor = BatchProcessor(EventType.SQS, store=store, max_workers=2)
     process_partial_response(sqs_event(*(sqs_record(f"m{i}", i) for i in range(4))), handler, processor)

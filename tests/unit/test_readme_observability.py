@@ -55,12 +55,16 @@ class FixedTime(logging.Filter):
         return True
 
 
+HANDLER_FILE = "/var/task/app.py"
+
+
 def _without_library_frames(text):
-    """A traceback without the frames of this checkout's files (each a ``File`` line and its source line)."""
+    """A traceback with only the handler file's frames (each a ``File`` line and its source line): not the
+    library's, nor any other code the call went through (under ``make mutation``, mutmut's trampolines)."""
     lines, kept, skipping = text.split("\n"), [], False
     for line in lines:
         if line.startswith('  File "'):
-            skipping = str(ROOT) in line
+            skipping = not line.startswith(f'  File "{HANDLER_FILE}"')
         elif not line.startswith("    "):
             skipping = False
         if not skipping:
@@ -72,7 +76,7 @@ def _without_library_frames(text):
 def written():
     """What the batch writes: (Lambda text lines, Lambda JSON documents, the EMF document)."""
     namespace: dict = {}
-    exec(compile(APP, "/var/task/app.py", "exec"), namespace)  # noqa: S102 - a handler file as Lambda has it
+    exec(compile(APP, HANDLER_FILE, "exec"), namespace)  # noqa: S102 - a handler file as Lambda has it
     plain, documents = io.StringIO(), io.StringIO()
     logger, handlers = logging.getLogger("idempotent_consumer"), []
     # JSON first: the text formatter leaves attributes on the record (asctime) that Lambda's one formatter never sees.
@@ -107,7 +111,7 @@ def written():
         document = json.loads(line)
         document.pop("location", None)
         if "stackTrace" in document:
-            document["stackTrace"] = [frame for frame in document["stackTrace"] if str(ROOT) not in frame]
+            document["stackTrace"] = [frame for frame in document["stackTrace"] if HANDLER_FILE in frame]
         json_lines.append(_indented(document))
     return (
         _without_library_frames(plain.getvalue()),

@@ -16,7 +16,7 @@ import time
 
 import pytest
 from events import kafka_event, kafka_failures, kafka_record, kinesis_record
-from fakes import FakeContext
+from fakes import FakeContext, run_stepped
 
 from consumer import AsyncBatchProcessor, BatchProcessor, EventType, IdempotencyConfig, IdempotencyGuard, Outcome
 from persistence import InMemoryPersistenceLayer, RecordStatus, SQLitePersistenceLayer
@@ -366,20 +366,22 @@ def test_a_copy_waiting_on_a_cutover_replay_replays_too(tmp_path):
 def test_an_async_record_waiting_when_the_deadline_timer_fires_is_deferred(store):
     # The remaining time stands still, so the timer (set as the batch starts) fires before the wait's own budget
     # (counted from when the wait began) runs out: the waiter is cut by the timer. Its body never started, so it
-    # is deferred, as a sync wait that runs out of time is; the holder cut mid-body has failed.
+    # is deferred, as a sync wait that runs out of time is; the holder cut mid-body has failed. The timer fires
+    # when the holder, once the other record met its lock, moves the loop's clock to it (60 s before the margin).
     async def handler(record):
         await asyncio.to_thread(store.met)
-        await asyncio.sleep(WAIT_S)  # cut by the deadline timer
+        asyncio.get_running_loop().advance(60)
+        await asyncio.sleep(3600)  # cut by the deadline timer
 
     async def main():
         processor = AsyncBatchProcessor(
             EventType.KAFKA, store=store, config=HEADER, max_concurrency=2, raise_on_entire_batch_failure=False
         )
         event = kafka_event(keyed(0, 10, b"same"), keyed(1, 20, b"same"))
-        return await processor.process(event, handler, FakeContext(remaining_ms=2000)), processor
+        return await processor.process(event, handler, FakeContext(remaining_ms=61_000)), processor
 
     started = time.monotonic()
-    response, processor = asyncio.run(main())
+    response, processor = run_stepped(main())
     assert time.monotonic() - started < WAIT_S
     assert sorted(outcomes(processor).values()) == ["deferred", "failed"]
     assert len(kafka_failures(response)) == 2
