@@ -9,7 +9,8 @@ which holder's ``complete`` was accepted in each *generation*. A generation ends
   only an absent, expired or lapsed record; a ``complete`` or ``release`` is accepted only under the caller's
   lease, a ``release`` only for the status read; a ``COMPLETE`` keeps no lock deadline; a refusal changes nothing).
 - **No overlap**: a body starts while another body of the key runs only if that one's lock had lapsed by the
-  later holder's clock, or the operator deleted it as lapsed by its own.
+  later holder's clock, or was taken over or deleted (by the operator) as lapsed by the clock of whoever did: a
+  holder whose lock is gone runs on, fenced (its ``complete`` is refused), and excludes no one.
 - **Once**: in a generation, at most one ``complete`` is accepted, and no body starts once it is.
 - **Three ways**: a delivery that returned committed its own body's result; a replay ran no body.
 - **Faithful replays**: a replay returns exactly the result of the body whose ``complete`` was accepted under
@@ -158,7 +159,8 @@ class Oracle:
             self._fail(event, "once: a body ran, its lock never lapsed, while a COMPLETE record was stored")
         for other in self.running:
             (_, earlier, _), (_, _, later_ms) = sorted((self.acquired[other], self.acquired[event.actor]))
-            if not ((earlier.in_progress_expires_at or 0) < later_ms or earlier.lease in self.freed):
+            lapsed = earlier.lease in self.freed | self.superseded  # deleted or taken over as lapsed: fenced
+            if not ((earlier.in_progress_expires_at or 0) < later_ms or lapsed):
                 self._fail(event, f"no overlap: the body ran beside {other}'s, and neither lock had lapsed")
         self.running[event.actor] = (record.in_progress_expires_at or 0, record.lease)
         self.bodies[event.actor] = self.bodies.get(event.actor, 0) + 1

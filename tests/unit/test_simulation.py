@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from consumer.testing import SimulationFailure, simulate
-from persistence import InMemoryPersistenceLayer, RecordStatus, SQLitePersistenceLayer
+from persistence import DynamoDBPersistenceLayer, InMemoryPersistenceLayer, RecordStatus, SQLitePersistenceLayer
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -144,3 +144,18 @@ def test_redis_on_a_real_server_holds(redis_server: Any) -> None:
     finally:
         client.close()
     assert report.exhaustive_runs + report.random_runs > 100, report
+
+
+def test_dynamodb_local_holds_at_a_smaller_bound(ddb_server: Any) -> None:
+    client = ddb_server.client()
+    table = ddb_server.create_table()
+    epoch = int(time.time())  # near the real time, as a real table's TTL would see it
+
+    def make_store() -> DynamoDBPersistenceLayer:  # one table, emptied for each run
+        store = DynamoDBPersistenceLayer(table_name=table, boto3_client=client)
+        for record in list(store.scan()):
+            store.delete(record.key)
+        return store
+
+    report = simulate(make_store, budget_s=10, seed=0, epoch_s=epoch, depth=4)
+    assert report.exhaustive_runs + report.random_runs > 20, report
