@@ -1,5 +1,11 @@
 """What runs records: the guard, its configuration, key selection and the decorators.
 
+This package's own modules are the core every record runs (docs/architecture.md): the guard and what it reports,
+the config, keys, the invocation context, errors, the result codec and the decorators. Its features live in wings,
+its subpackages: ``batch``, ``sources``, ``serialization``, ``observability``, ``powertools``, ``cli``. Wings import
+the core; the core imports no wing but lazily, where a user's data asks for one (a typed result, a ``header()``
+key, a record without a key). This module is the public face: it re-exports every public name, the wings' included.
+
 Examples:
     >>> from consumer import IdempotencyGuard, IdempotencyConfig, AlreadyProcessed
     >>> from persistence import InMemoryPersistenceLayer
@@ -17,7 +23,6 @@ from consumer._shadowing import refuse_shadowed
 refuse_shadowed("persistence")
 # ruff: noqa: E402 - the imports below come after that check on purpose
 
-from consumer._batch_run import Item, Outcome
 from consumer._context import (
     Clock,
     LambdaContext,
@@ -47,8 +52,8 @@ from consumer._errors import (
     NestedReplayError,
     ResponseDecodeError,
 )
+from consumer._reports import idempotency_disabled
 from consumer._serde import canonical_json
-from consumer._unguarded import idempotency_disabled
 from consumer.batch import (
     BatchEvent,
     BatchEventError,
@@ -62,25 +67,25 @@ from consumer.batch import (
 )
 from consumer.config import IdempotencyConfig, ResponseHook
 from consumer.decorators import idempotent, idempotent_function
-from consumer.event_sources import DynamoDBStreamRecord, EventType, KinesisRecord, SQSRecord
 from consumer.guard import IdempotencyGuard
 from consumer.keys import DEFAULT_KEY_EXPRESSIONS, make_key
-from consumer.metrics import Metrics
+from consumer.observability import Item, Metrics, Outcome
+from consumer.sources import DynamoDBStreamRecord, EventType, KinesisRecord, SQSRecord
 from persistence import IdempotencyError, ItemTooLargeError, LockLostError, PersistenceLayerError
 
 if TYPE_CHECKING:
-    from consumer._kafka import KafkaHeaders, KafkaRecord
-    from consumer.async_batch import AsyncBatchProcessor, async_process_partial_response
-    from consumer.cutover import PowertoolsCutover
+    from consumer.batch._async_batch import AsyncBatchProcessor, async_process_partial_response
+    from consumer.powertools import PowertoolsCutover
+    from consumer.sources._kafka import KafkaHeaders, KafkaRecord
 
 #: Public names whose modules are imported when a name is first used, not with the package (PEP 562): a sync
 #: function's cold start does not pay for the async processor, the Powertools cut-over, nor Kafka's records.
 _IMPORTED_ON_FIRST_USE = {
-    "KafkaHeaders": "consumer._kafka",
-    "KafkaRecord": "consumer._kafka",
-    "AsyncBatchProcessor": "consumer.async_batch",
-    "async_process_partial_response": "consumer.async_batch",
-    "PowertoolsCutover": "consumer.cutover",
+    "KafkaHeaders": "consumer.sources._kafka",
+    "KafkaRecord": "consumer.sources._kafka",
+    "AsyncBatchProcessor": "consumer.batch._async_batch",
+    "async_process_partial_response": "consumer.batch._async_batch",
+    "PowertoolsCutover": "consumer.powertools",
 }
 
 

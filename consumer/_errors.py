@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from persistence import IdempotencyError, PersistenceLayerError
 
 if TYPE_CHECKING:
-    from consumer._batch_event import PartialBatchResponse
+    from consumer.batch import PartialBatchResponse
     from persistence import IdempotencyRecord
 
 _ERRORS_SHOWN = 3  # causes named in a BatchProcessingError's message (all are in .errors)

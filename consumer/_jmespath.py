@@ -10,14 +10,18 @@ from __future__ import annotations
 import base64
 import functools
 import json
+import operator
 import re
 import zlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jmespath
 from jmespath import functions
 
 from consumer._errors import DecodeLimitError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
 
 #: Lambda's invocation payload limit: no producer's record can be larger before it is decoded.
 DEFAULT_MAX_DECODED_BYTES = 6 * 1024 * 1024
@@ -146,7 +150,7 @@ class _Functions(functions.Functions):
     @functions.signature({"types": ["object"]}, {"types": ["string"]})
     def _func_header(self, record: Any, name: str) -> Any:
         # header(@, 'Idempotency-Key'): a Kafka header, an SQS message attribute, an EventBridge detail field.
-        from consumer._headers import producer_header  # noqa: PLC0415 - by the first header(): most keys never call it
+        from consumer.sources._headers import producer_header  # noqa: PLC0415 - by the first header(): most keys never call it
 
         return producer_header(record, name)
 
@@ -174,13 +178,44 @@ def compile_expression(expression: str) -> jmespath.parser.ParsedResult:
 def search(expression: jmespath.parser.ParsedResult, data: Any, search_options: jmespath.Options) -> Any:
     """Evaluate a compiled expression with the custom functions of ``search_options`` (:func:`options`).
 
-    A bare field name (``messageId``, the usual key) and a list of them (``[topic, partition, offset]``)
-    are looked up directly: same result, no tree walk.
+    A bare field name (``messageId``, the usual key), a list of them (``[topic, partition, offset]``) and ``a && b``
+    of those (``eventID && [eventSourceARN, eventID]``) are looked up directly: same result, no tree walk.
     """
-    node = expression.parsed
     if isinstance(data, dict):
-        if node["type"] == "field":
+        node = expression.parsed
+        if node["type"] == "field":  # the usual key (messageId), at once
             return data.get(node["value"])
-        if node["type"] == "multi_select_list" and all(child["type"] == "field" for child in node["children"]):
-            return [data.get(child["value"]) for child in node["children"]]
+        text = expression.expression
+        lookup = _LOOKUPS.get(text)
+        if lookup is None and text not in _LOOKUPS:
+            lookup = _LOOKUPS[text] = _lookup(expression.parsed)
+        if lookup is not None:
+            return lookup(data)
     return expression.search(data, options=search_options)  # other Mappings too (MappingProxyType, UserDict)
+
+
+_LOOKUPS: dict[str, Callable[[dict[str, Any]], Any] | None] = {}  # by expression text (a few); None: the tree walk
+
+
+def _lookup(node: Mapping[str, Any]) -> Callable[[dict[str, Any]], Any] | None:
+    """A function selecting what the parsed expression ``node`` selects from a dict, or ``None``: walk the tree."""
+    kind, children = node["type"], node.get("children", ())
+    if kind == "field":
+        return operator.methodcaller("get", node["value"])
+    if kind == "multi_select_list" and all(child["type"] == "field" for child in children):
+        names = [child["value"] for child in children]
+        return lambda data: list(map(data.get, names))
+    if kind == "and_expression":
+        left, right = _lookup(children[0]), _lookup(children[1])
+        if left is None or right is None:
+            return None
+        return lambda data: right(data) if _truthy(found := left(data)) else found
+    return None
+
+
+def _truthy(value: Any) -> bool:
+    # JMESPath's truth: false, null, and an empty string, list or object are false; 0 is true.
+    return bool(value) if type(value) in _SIZED else value is not None and value is not False
+
+
+_SIZED = frozenset((str, list, dict))

@@ -9,7 +9,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from consumer._errors import IdempotencyModelTypeError, IdempotencyNoSerializationModelError, ResponseDecodeError
-from consumer._outcomes_log import log_committed_without_response
+from consumer._reports import log_committed_without_response
 from consumer._serde import ResultEncodingError, decode_result, encode_result
 from persistence import MAX_ITEM_BYTES, ItemTooLargeError
 
@@ -27,8 +27,9 @@ def encode_output(result: Any, serializer: BaseIdempotencySerializer | None) -> 
     """The JSON text to store for ``result``: ``serializer.to_dict(result)`` (never for ``None``), encoded.
 
     A built-in typed serializer's text is then checked to replay as ``result`` (decoded and rebuilt as a replay
-    would: :meth:`~consumer._round_trip.ChecksReplay.check_replay`), unless it is too large for any store of ours
-    to take (they refuse it with ``ItemTooLargeError`` whatever it holds). Other serializers are not checked.
+    would: :meth:`~consumer.serialization._round_trip.ChecksReplay.check_replay`), unless it is too large for any
+    store of ours to take (they refuse it with ``ItemTooLargeError`` whatever it holds). Other serializers are not
+    checked.
 
     Raises:
         ResultEncodingError: The serializer or the encoder failed, or the text would not replay as ``result``.
@@ -53,14 +54,14 @@ def _said(error: Exception, serializer: BaseIdempotencySerializer) -> tuple[str,
     # What to say of a serializer's error, and the cause to chain. A built-in serializer's error is said without
     # what its message may quote of the result (the bytes Pydantic could not dump), and not chained: a logged
     # traceback would print its text. A serializer of the application's: its own words, chained.
-    from consumer._describe import reason  # noqa: PLC0415 - a failure only
-    from consumer._round_trip import ChecksReplay  # noqa: PLC0415 - loaded with the serializer
+    from consumer.serialization._describe import reason  # noqa: PLC0415 - a failure only
+    from consumer.serialization._round_trip import ChecksReplay  # noqa: PLC0415 - loaded with the serializer
 
     return (reason(error), None) if isinstance(serializer, ChecksReplay) else (repr(error), error)
 
 
 def _check_replay(result: Any, text: str, serializer: BaseIdempotencySerializer) -> None:
-    from consumer._round_trip import ChecksReplay, NotReplayableError  # noqa: PLC0415 - loaded with the serializer
+    from consumer.serialization._round_trip import ChecksReplay, NotReplayableError  # noqa: PLC0415 - loaded with the serializer
 
     if isinstance(serializer, ChecksReplay):
         try:
@@ -113,7 +114,7 @@ def decode_output(record: IdempotencyRecord, serializer: BaseIdempotencySerializ
         value = decode_result(record.response)
         return value if serializer is None or value is None else serializer.from_dict(value)
     except Exception as e:  # noqa: BLE001 - any failure to rebuild is this record's ResponseDecodeError, below
-        from consumer._describe import describe  # noqa: PLC0415 - a failed replay only
+        from consumer.serialization._describe import describe  # noqa: PLC0415 - a failed replay only
 
         said = describe(e)
     by = "" if serializer is None else f" by {serializer!r}"
@@ -155,8 +156,8 @@ class FunctionOutput:
             IdempotencyModelTypeError: The declared class cannot serialize the return annotation.
             IdempotencyNoSerializationModelError: A serializer class was declared without a return annotation.
         """
-        from consumer._annotations import UnresolvedAnnotationError  # noqa: PLC0415 - only decorated functions need these
         from consumer.serialization import BaseIdempotencyModelSerializer, BaseIdempotencySerializer  # noqa: PLC0415
+        from consumer.serialization._annotations import UnresolvedAnnotationError  # noqa: PLC0415 - only decorated functions need these
 
         is_class = isinstance(declared, type) and issubclass(declared, BaseIdempotencyModelSerializer)
         if declared is not None and not is_class and not isinstance(declared, BaseIdempotencySerializer):
@@ -176,7 +177,7 @@ class FunctionOutput:
                 (``IdempotencyNoSerializationModelError`` for a declared class).
         """
         if self._serializer is _UNRESOLVED:
-            from consumer._annotations import UnresolvedAnnotationError, UnresolvedReturnError  # noqa: PLC0415 - see __init__
+            from consumer.serialization._annotations import UnresolvedAnnotationError, UnresolvedReturnError  # noqa: PLC0415 - see __init__
 
             try:
                 self._serializer = self._resolve()
@@ -194,8 +195,8 @@ class FunctionOutput:
         return self._serializer
 
     def _resolve(self) -> BaseIdempotencySerializer | None:
-        from consumer._annotations import NO_ANNOTATION, namespace_of, resolve_fields, return_type  # noqa: PLC0415
         from consumer.serialization import serializer_for  # noqa: PLC0415
+        from consumer.serialization._annotations import NO_ANNOTATION, namespace_of, resolve_fields, return_type  # noqa: PLC0415
 
         declared = self._declared
         if declared is not None and not isinstance(declared, type):

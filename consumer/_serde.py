@@ -57,6 +57,7 @@ def _plain(value: Any, depth: int, float_ok: Callable[[float], bool]) -> bool:  
 
 
 _FLAT_VALUES = frozenset((str, int, bool, type(None)))
+_STR = frozenset((str,))
 
 
 class BinaryKey(bytes):
@@ -65,6 +66,15 @@ class BinaryKey(bytes):
     escaped) keys alike."""  # noqa: D205, D209 - one sentence
 
     __slots__ = ()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class OwnIdKey:
+    """A record's own id keying it in place of the producer's key it lacks (``key_header``): keyed as
+    ``{"__ic__": "own-id", "v": <the id>}``, which no header value keys alike (a text, bytes, or a payload, whose
+    own reserved key is escaped), so a producer cannot claim a header-less record's key by sending its id."""  # noqa: D205, D209
+
+    id: Any
 
 
 def _utf8(text: str) -> bool:
@@ -81,8 +91,10 @@ def canonical_json(value: Any) -> str:
     Numbers are keyed by value: two numbers give the same text exactly when they compare equal. Integral
     ones are written as integers (``1``, ``1.0``, ``Decimal("1.00")``: ``1``), a Decimal that equals a float as
     that float (``Decimal("0.5")``: ``0.5``), any other Decimal as ``{"__ic__":"decimal","v":"0.1"}`` (its
-    exact value; ``0.1`` the float is not exactly 0.1); a dict that has that reserved key is escaped.
-    Strings are hashed as given (not normalised); a lone surrogate is written as a ``\uXXXX`` escape, so the
+    exact value; ``0.1`` the float is not exactly 0.1); a dict that has that reserved key is escaped. A dict with a
+    key that is no string (``1``, ``None``, ``True``) is written tagged, each key as its own value, so that it never
+    meets the dict with the key's text (``{1: x}`` is not ``{"1": x}``); keys of str are written as JSON writes
+    them. Strings are hashed as given (not normalised); a lone surrogate is written as a ``\uXXXX`` escape, so the
     text always encodes to UTF-8. Tuples and sets (sorted) are lists; bytes base64 and dates ISO 8601 text.
 
     Raises:
@@ -92,6 +104,8 @@ def canonical_json(value: Any) -> str:
     """
     if type(value) is str:
         text = _encode_str(value)
+    elif type(value) is list and _STR.issuperset(map(type, value)):  # a stream record's own id: [ARN, eventID]
+        text = f"[{','.join(map(_encode_str, value))}]"  # as the encoder writes it, at two thirds of its cost
     else:
         try:
             text = _CANONICAL.encode(value if _plain(value, 0, _fractional) else _keyable(value, set()))
@@ -116,17 +130,24 @@ def _keyable(value: Any, active: set[int]) -> Any:  # noqa: C901, PLR0911, PLR09
         return {_TAG: "bytes", "v": value.hex()} if type(value) is BinaryKey else base64.b64encode(value).decode()
     if isinstance(value, (dt.date, dt.time)):
         return value.isoformat()
+    if type(value) is OwnIdKey:
+        return {_TAG: "own-id", "v": _keyable(value.id, active)}
     if id(value) in active:
         raise ValueError("Circular reference detected")
     active.add(id(value))
     try:
         if isinstance(value, dict):
+            if all(isinstance(k, str) for k in value):  # as JSON has them
+                pairs = sorted([k, _keyable(v, active)] for k, v in value.items())
+                return {_TAG: "dict", "v": pairs} if _TAG in value else dict(pairs)
+            # Another key (1, None, True) is written as itself, the dict tagged: {1: x} never keys as {"1": x}.
             keys = [k if isinstance(k, str) else _key(k) for k in value]
-            if len(set(keys)) < len(keys):
+            texts = [_CANONICAL.encode(k) for k in keys]
+            if len(set(texts)) < len(texts):  # two NaN keys
                 kinds = sorted({type(k).__name__ for k in value})  # by type: the keys are the record's data
                 raise ValueError(f"two keys of a dict serialize alike (keys of types {', '.join(kinds)})")
-            pairs = sorted([k, _keyable(v, active)] for k, v in zip(keys, value.values(), strict=True))
-            return {_TAG: "dict", "v": pairs} if _TAG in keys else dict(pairs)
+            items = sorted(zip(texts, keys, value.values(), strict=True), key=lambda item: item[0])
+            return {_TAG: "dict", "v": [[k, _keyable(v, active)] for _, k, v in items]}
         if isinstance(value, (list, tuple)):
             return [_keyable(v, active) for v in value]
         if isinstance(value, (set, frozenset)):
@@ -142,9 +163,9 @@ def _keyable(value: Any, active: set[int]) -> Any:  # noqa: C901, PLR0911, PLR09
         active.discard(id(value))
 
 
-def _key(key: Any) -> str:
+def _key(key: Any) -> Any:
     if key is None or isinstance(key, (int, float, decimal.Decimal)):
-        return _CANONICAL.encode(None if key is None else _by_value(key))
+        return None if key is None else _by_value(key)
     raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
 
 

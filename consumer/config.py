@@ -1,26 +1,34 @@
-"""What a guard does: which part of the record is the key, how long records live, how locks expire."""
+"""What a guard does: which part of the record is the key, how long records live, how locks expire.
+
+And the local cache a config keeps: thread-safe LRUs of COMPLETE records, one per store, so a warm duplicate costs
+no request.
+"""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import logging
 import os
+import threading
+import weakref
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 import jmespath.exceptions
 
-from consumer._cache import LocalCache, LocalCaches
 from consumer._context import register_invocation_context
 from consumer._errors import IdempotencyConfigError
 from consumer._jmespath import DEFAULT_MAX_DECODED_BYTES, compile_expression, options
+from persistence import IdempotencyRecord, RecordStatus
 
 if TYPE_CHECKING:
     from jmespath.parser import ParsedResult
 
     from consumer._context import LambdaContext
-    from consumer.cutover import PowertoolsCutover
-    from persistence import IdempotencyRecord
+    from consumer.powertools import PowertoolsCutover
 
 
 class ResponseHook(Protocol):
@@ -63,7 +71,7 @@ class IdempotencyConfig:
         response_hook: Applied to a replayed response.
         powertools_cutover: While moving over from Powertools: read its table through for records our store does
             not know yet, until a given date (see :class:`consumer.PowertoolsCutover`).
-        key_header: A producer-set key, by name (``"Idempotency-Key"``, matched case-insensitively): a Kafka
+        key_header: A producer-set key, by name (``"Idempotency-Key"``, its ASCII letters in any case): a Kafka
             header (its UTF-8 text; a value that is not UTF-8 keys as its bytes, unlike any text), an SQS message
             attribute's ``stringValue``, an EventBridge event's ``detail`` field. The same
             as ``event_key_jmespath="header(@, 'Idempotency-Key')"`` (the JMESPath function composes: ``header(@,
@@ -168,6 +176,24 @@ def _check_hash_function(name: str) -> None:
         raise IdempotencyConfigError(f"hash_function {name!r} is not available here (one of {available})") from e
     # shake_128 / shake_256 report 0 and need a length for every digest: keys must have one fixed length.
     _require(digest_size > 0, f"hash_function {name!r} is not a fixed-length digest")
+    if name.lower() in _COLLIDING:
+        with _warned_lock:
+            if name.lower() in _warned:
+                return
+            _warned.add(name.lower())
+        logger.warning(
+            "hash_function %r: collisions of it can be made on purpose, so a producer who controls what a key "
+            "selects can give two records one key (the second replays the first's result); use sha256",
+            name,
+        )
+
+
+logger = logging.getLogger("idempotent_consumer")
+#: Digests whose collisions can be computed: warned of once per process and name (the Powertools cut-over hashes
+#: Powertools' keys with its md5 apart from this config, to find its records, and warns of nothing).
+_COLLIDING = frozenset(("md4", "md5", "md5-sha1", "sha1"))
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
 
 
 def _require(condition: bool, message: str) -> None:
@@ -182,3 +208,85 @@ def _compile(name: str, expression: str | None) -> ParsedResult | None:
         return compile_expression(expression)
     except jmespath.exceptions.JMESPathError as e:
         raise IdempotencyConfigError(f"{name} {expression!r} is not valid JMESPath: {e}") from e
+
+
+def lock_deadline_ms(config: IdempotencyConfig, context: LambdaContext | None, now_ms: int) -> int:
+    """When a lock taken at ``now_ms`` expires: the invocation's deadline plus the grace, else the lock timeout."""
+    remaining_time = getattr(context, "get_remaining_time_in_millis", None)
+    if remaining_time is None:  # no context, or a test's stand-in that knows no deadline
+        return now_ms + config.lock_timeout_seconds * 1000
+    remaining: int = remaining_time()  # never negative: a lock already expired when taken
+    return now_ms + max(0, remaining) + config.lock_grace_ms
+
+
+@functools.lru_cache(maxsize=4)
+def default_config(function_name: str | None) -> IdempotencyConfig:  # noqa: ARG001 - the cache key
+    """The config of a guard given none: one per function name (``AWS_LAMBDA_FUNCTION_NAME``, the key prefix)."""
+    return IdempotencyConfig()
+
+
+class LocalCache:
+    """Completed records of one store by key, least recently used evicted first. Never holds ``IN_PROGRESS``.
+
+    An entry is trusted for at most ``max_age_ms`` after it was cached (and never past the record's
+    expiry), so an operator's ``records delete`` reaches every warm process within that bound.
+    """
+
+    def __init__(self, max_items: int, max_age_ms: int) -> None:
+        """Create an empty cache holding at most ``max_items`` records, each for at most ``max_age_ms``."""
+        self._max_items = max_items
+        self._max_age_ms = max_age_ms
+        self._records: OrderedDict[str, tuple[IdempotencyRecord, int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str, now_ms: int) -> IdempotencyRecord | None:
+        """Return the record for ``key`` if it is unexpired and young enough, dropping it otherwise."""
+        with self._lock:
+            entry = self._records.get(key)
+            if entry is None:
+                return None
+            record, cached_at_ms = entry
+            if record.is_expired(now_ms) or now_ms - cached_at_ms > self._max_age_ms:
+                del self._records[key]
+                return None
+            self._records.move_to_end(key)
+            return record
+
+    def put(self, record: IdempotencyRecord, now_ms: int) -> None:
+        """Remember a ``COMPLETE`` record read or written at ``now_ms`` (others are ignored)."""
+        if record.status is not RecordStatus.COMPLETE:
+            return
+        with self._lock:
+            self._records[record.key] = (record, now_ms)
+            self._records.move_to_end(record.key)
+            while len(self._records) > self._max_items:
+                self._records.popitem(last=False)
+
+    def __len__(self) -> int:
+        """Number of records held."""
+        return len(self._records)
+
+
+class LocalCaches:
+    """One :class:`LocalCache` per store: two stores sharing a config never replay each other's records."""
+
+    def __init__(self, max_items: int, max_age_ms: int) -> None:
+        """Caches of ``max_items`` records each, entries trusted for ``max_age_ms``."""
+        self._max_items = max_items
+        self._max_age_ms = max_age_ms
+        self._weak: weakref.WeakKeyDictionary[Any, LocalCache] = weakref.WeakKeyDictionary()
+        # Stores that cannot be weakly referenced (or hashed) are kept by identity, with the store itself,
+        # so an id is never reused by another store while its cache lives.
+        self._by_id: dict[int, tuple[object, LocalCache]] = {}
+        self._lock = threading.Lock()
+
+    def for_store(self, store: object) -> LocalCache:
+        """The cache of ``store``, made on first use."""
+        with self._lock:
+            try:
+                cache = self._weak.get(store)
+                if cache is None:
+                    cache = self._weak[store] = LocalCache(self._max_items, self._max_age_ms)
+            except TypeError:  # not weakly referenceable, or unhashable
+                _, cache = self._by_id.setdefault(id(store), (store, LocalCache(self._max_items, self._max_age_ms)))
+            return cache

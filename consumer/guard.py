@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-import logging
 import os
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, final
 
@@ -15,12 +13,10 @@ from consumer._errors import (
     InvalidResultError,
     NestedReplayError,
 )
-from consumer._held import hold, in_progress_error, let_go, release_failure
 from consumer._output import decode_output, unstored, without_response
-from consumer._result import check_serializer, completed_record, refusal
-from consumer._unguarded import idempotency_disabled, warn_unguarded
-from consumer._unrun import PLAIN_RESULTS, never_ran
-from consumer.config import IdempotencyConfig
+from consumer._reports import hold, idempotency_disabled, in_progress_error, let_go, release_failure, warn_unguarded
+from consumer._result import PLAIN_RESULTS, check_serializer, completed_record, never_ran, refusal
+from consumer.config import default_config, lock_deadline_ms
 from consumer.keys import make_key, missing_key_message, payload_hash
 from persistence import (
     IdempotencyError,
@@ -36,17 +32,10 @@ if TYPE_CHECKING:
     from contextvars import Token
     from types import TracebackType
 
-    from consumer._cache import LocalCache
     from consumer._context import Clock, LambdaContext
+    from consumer.config import IdempotencyConfig, LocalCache
     from consumer.serialization import BaseIdempotencySerializer
     from persistence import AsyncPersistenceLayer, PersistenceLayer
-
-logger = logging.getLogger("idempotent_consumer")
-
-
-@functools.lru_cache(maxsize=4)
-def _default_config(function_name: str | None) -> IdempotencyConfig:  # noqa: ARG001 - the cache key
-    return IdempotencyConfig()
 
 
 @final
@@ -115,7 +104,7 @@ class IdempotencyGuard:
         """
         self.data = data
         self.store = store
-        self.config = config or _default_config(os.environ.get("AWS_LAMBDA_FUNCTION_NAME"))
+        self.config = config or default_config(os.environ.get("AWS_LAMBDA_FUNCTION_NAME"))
         self.context = context if context is not None else current_lambda_context()
         self.clock = clock
         self.key_prefix = key_prefix
@@ -144,13 +133,6 @@ class IdempotencyGuard:
 
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
-
-    def _lock_deadline_ms(self, now_ms: int) -> int:
-        remaining_time = getattr(self.context, "get_remaining_time_in_millis", None)
-        if remaining_time is None:  # no context, or a test's stand-in that knows no deadline
-            return now_ms + self.config.lock_timeout_seconds * 1000
-        remaining: int = remaining_time()  # never negative: a lock already expired when taken
-        return now_ms + max(0, remaining) + self.config.lock_grace_ms
 
     def __enter__(self) -> IdempotencyGuard:
         """Take the lock; raise ``AlreadyProcessed`` or ``IdempotencyAlreadyInProgressError`` if we may not run.
@@ -247,7 +229,7 @@ class IdempotencyGuard:
         record = IdempotencyRecord.in_progress(
             self.key,
             expires_at=expires_at,
-            lock_deadline_ms=self._lock_deadline_ms(now_ms),
+            lock_deadline_ms=lock_deadline_ms(self.config, self.context, now_ms),
             payload_hash=validation_hash,
         )
         return record, now_ms

@@ -12,7 +12,7 @@ from jmespath.exceptions import JMESPathTypeError
 
 from consumer._errors import DecodeLimitError, IdempotencyKeyError
 from consumer._jmespath import compile_expression, search
-from consumer._serde import canonical_json
+from consumer._serde import OwnIdKey, canonical_json
 
 if TYPE_CHECKING:
     from jmespath.parser import ParsedResult
@@ -22,8 +22,10 @@ if TYPE_CHECKING:
 #: The record's own id, by event source, used when no ``event_key_jmespath`` is configured.
 DEFAULT_KEY_EXPRESSIONS = {
     "sqs": "messageId",
-    "kinesis": "eventID",
-    "dynamodb": "eventID",
+    # A stream record's eventID is unique within its stream only (two streams each have a shardId-000000000000:1):
+    # with the stream's ARN, as a Kafka record's place is with its cluster. A record without an eventID has no key.
+    "kinesis": "eventID && [eventSourceARN, eventID]",
+    "dynamodb": "eventID && [eventSourceARN, eventID]",
     "eventbridge": "id",
     # A Kafka record has no id of its own: its place in the log is one, the same on every redelivery, with its
     # cluster (another cluster has an orders-0 too): MSK's ARN (its broker list may change), else the self-managed
@@ -32,15 +34,16 @@ DEFAULT_KEY_EXPRESSIONS = {
     "kafka": "[eventSourceArn || bootstrapServers, topic, partition, offset]",
 }
 _MESSAGE_ID, _EVENT_ID, _ID, _KAFKA = (
-    compile_expression(e) for e in ("messageId", "eventID", "id", DEFAULT_KEY_EXPRESSIONS["kafka"])
+    compile_expression(DEFAULT_KEY_EXPRESSIONS[source]) for source in ("sqs", "kinesis", "eventbridge", "kafka")
 )
 
 
 def default_key_expression(data: Any) -> ParsedResult | None:
     """The expression selecting a record's own id, recognised from its shape; ``None``: the whole record.
 
-    SQS records carry ``messageId``; Kinesis and DynamoDB Streams records ``eventID``; EventBridge events
-    ``id`` beside ``detail-type``; Kafka records ``topic``, ``partition`` and ``offset``. Hashing the whole
+    SQS records carry ``messageId``; Kinesis and DynamoDB Streams records ``eventID`` (keyed with their
+    ``eventSourceARN``); EventBridge events ``id`` beside ``detail-type``; Kafka records ``topic``, ``partition`` and
+    ``offset`` (keyed with their cluster). Hashing the whole
     record instead would be wrong for SQS: attributes such as ``ApproximateReceiveCount`` change on every delivery.
     """
     if isinstance(data, Mapping):
@@ -303,7 +306,8 @@ def key_selection(data: Any, config: IdempotencyConfig) -> tuple[Any, bool]:
     The selection is ``config``'s expression's, the whole record for ``event_key_jmespath=""``, or the record's own
     id by default, selected from ``data`` as JMESPath sees it (dataclasses, models and typed records as their
     fields). With ``key_header``, a record without that header is keyed by its own id (the second value is then
-    true), so that a redelivery still replays. A selection that :func:`is_missing` makes no key.
+    true), so that a redelivery still replays: tagged (:class:`~consumer._serde.OwnIdKey`), so that no producer
+    claims it by sending that id as its header. A selection that :func:`is_missing` makes no key.
 
     Raises:
         IdempotencyKeyError: The expression failed on ``data``.
@@ -313,7 +317,8 @@ def key_selection(data: Any, config: IdempotencyConfig) -> tuple[Any, bool]:
     if is_missing(selection) and config.key_header is not None and not config.raise_on_no_idempotency_key:
         # No producer key on this record: its own id still keys it, so a redelivery replays rather than runs again.
         own_id = default_key_expression(data)
-        return (None if own_id is None else select(own_id, data, "the record's own id", config)), True
+        found = None if own_id is None else select(own_id, data, "the record's own id", config)
+        return (None if is_missing(found) else OwnIdKey(found)), True
     return selection, False
 
 
@@ -333,10 +338,10 @@ def missing_key_message(data: Any, config: IdempotencyConfig) -> str:
     Built only when a selection is missing (the error, the unguarded warning, ``idempotent-consumer key``): where
     the selection went into a field holding JSON text (an SQS ``body``), it names ``powertools_json(...)``.
     """
-    from consumer._missing_key import missing_key_message as message  # noqa: PLC0415 - the failure path only
+    from consumer.sources._missing_key import missing_key_message as message  # noqa: PLC0415 - the failure path only
 
     data, expression = _selected_from(data, config)
-    return message(data, expression, config.key_header)
+    return message(data, expression, config.key_header, kafka_place(data))  # the wing imports no core module back
 
 
 def _no_key(data: Any, config: IdempotencyConfig) -> IdempotencyKeyError:

@@ -8,7 +8,10 @@ every connection with a ``TypeError``). Messages show the URL without its passwo
 from __future__ import annotations
 
 import inspect
+import ipaddress
+import logging
 import re
+import threading
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -21,6 +24,9 @@ _FLAGS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no"
 _SCHEMES = {"redis": "redis", "valkey": "redis", "rediss": "rediss", "valkeys": "rediss"}
 _STORE_FLAGS = ("cluster", "allow_eviction")
 _PASSWORD_OPTION = re.compile(r"(?P<name>[?&]password=)[^&#]*", re.IGNORECASE)  # redis-py takes one in the query
+_IN_CLEAR_WARNED: set[str] = set()  # the URLs warned of in this process
+_IN_CLEAR_LOCK = threading.Lock()
+logger = logging.getLogger("idempotent_consumer")  # the library's one logger (its name, not an import of it)
 _MISSING_CLIENT = (
     "the Redis store needs redis-py to build a client from a URL: pip install 'idempotent-consumer[redis]'"
 )
@@ -71,38 +77,34 @@ def _masked_userinfo(text: str) -> str:
     return text if at < 0 or colon < 0 else f"{text[: colon + 1]}***{text[at:]}"
 
 
-def refuse_unescaped_userinfo(url: str) -> None:
-    """Refuse a URL whose password holds a reserved character left unescaped (``#``, ``?``, ``/``).
+def refuse_misread_authority(url: str) -> None:
+    """Refuse a URL holding an ``@`` that its parsed host does not account for, or a fragment.
 
-    Such a URL parses as a host cut at that character (the rest of the password reads as a path, options or a
-    fragment): the store would connect elsewhere with part of the password, silently (a ``#``), or messages built
-    from the parsed parts would show the rest of it. Told by: a fragment (no Redis URL has one); a password and
-    no host, or a "port" that is no number (``:pass/word@host`` cut at its ``/``); a ``?`` after a
-    ``user:password`` part whose ``password`` is not a port, followed by an ``@``.
+    A URL's authority (``user:password@host:port``) ends at its first ``/``, ``?`` or ``#``: a password holding one
+    of them unescaped is cut there, and the rest of it, its ``@`` and the intended host are read as a path, options
+    or a fragment. The URL then names another host, often the user name (``redis://user:1234/5@good.example`` is
+    host ``user``, port 1234, no password; ``redis://default:1234?password=tail@good.example`` sends
+    ``tail@good.example`` as the password to host ``default``). Whatever the cut, its ``@`` lands past the
+    authority, where no Redis URL has one: any ``@`` past the authority is refused (an option value's is written
+    ``%40``), and so is any ``#`` (no Redis URL has a fragment; one cuts a ``?password=`` silently). An ``@`` inside
+    the authority is the parsed host's: the last one ends the password, for redis-py as for this check.
 
     Raises:
-        ValueError: Naming the fix, the URL masked as text.
+        ValueError: Naming the fix, the URL masked as text (up to its last ``@``).
     """
-    authority = url.partition("//")[2]
-    cut = authority.find("?")
-    before = authority[:cut]
-    question = (
-        cut >= 0
-        and "@" in authority[cut:]
-        and not {"/", "@"} & set(before)
-        and ":" in before
-        and not before.rpartition(":")[2].isdigit()  # host:port?option=a@b is no password
-    )
+    scheme_end = url.find("://")
+    after = "" if scheme_end < 0 else url[scheme_end + 3 :]
+    cut = re.search(r"[/?#]", after)
+    past_authority = "" if cut is None else after[cut.start() :]
     try:
-        parts = urlsplit(url)
-        cut_short = (parts.password is not None and not parts.hostname) or (parts.port is None and ":" in parts.netloc)
-    except ValueError:  # a port that is no number (":pass/word@host" cut at its "/"), or not a URL at all
-        cut_short = "@" in authority
-    if "#" in url or question or cut_short:
+        urlsplit(url)
+    except ValueError:  # an unbalanced "[" or "]": no host parsed at all, so any "@" is unaccounted for
+        past_authority = url
+    if "@" in past_authority or "#" in url:
         masked = _PASSWORD_OPTION.sub(r"\g<name>***", _masked_userinfo(url))  # as text: its last "@" ends it
         msg = (
-            f"store URL {masked!r}: its password holds a reserved character ('#', '?', '/', ...) or the URL has "
-            "a fragment: percent-encode such characters of a password (%23, %3F, %2F)"
+            f"store URL {masked!r} holds an '@' or '#' past its host: percent-encode '/', '?', '#' and '@' in a "
+            "password (%2F, %3F, %23, %40), and '@' or '#' in an option value"
         )
         raise ValueError(msg)
 
@@ -112,10 +114,10 @@ def parse_url(url: str) -> RedisURL:
 
     Raises:
         ValueError: Another scheme, a flag that is neither true nor false, an option neither the store nor
-            redis-py knows, or a password holding an unescaped ``?`` or ``#``.
+            redis-py knows, or an ``@`` or ``#`` past the host (see :func:`refuse_misread_authority`).
         ImportError: redis-py is not installed.
     """
-    refuse_unescaped_userinfo(url)
+    refuse_misread_authority(url)
     parts = urlsplit(url)
     scheme = _SCHEMES.get(parts.scheme)
     if scheme is None:
@@ -139,8 +141,32 @@ def parse_url(url: str) -> RedisURL:
             "the others are redis-py's connection options (percent-encode reserved characters of a password)"
         )
         raise ValueError(msg)
+    if scheme == "redis" and (parts.password or any(name == "password" and value for name, value in rest)):
+        _warn_in_clear(url, parts.hostname or "localhost")  # redis-py's host when the URL names none
     plain = urlunsplit((scheme, parts.netloc, parts.path, urlencode(rest), ""))  # encoded as it came
     return RedisURL(plain, **flags)
+
+
+def _warn_in_clear(url: str, host: str) -> None:
+    """Warn, once per URL and process, that a password goes to a host that is not this one without TLS.
+
+    The ``AUTH`` and every stored response then cross the network in clear. A warning, not a refusal: a private
+    network may be what the operator trusts. Logged (the library's logger, as every warning of it), so it reaches
+    the function's logs in their format, where ``warnings`` would write raw text to stderr.
+    """
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: not known to be this host
+        loopback = False
+    with _IN_CLEAR_LOCK:
+        if loopback or url in _IN_CLEAR_WARNED:
+            return
+        _IN_CLEAR_WARNED.add(url)
+    logger.warning(
+        "store URL %r sends its password, and every stored response, to %s in clear: use rediss:// (TLS)",
+        redacted(url),
+        host,
+    )
 
 
 def _client_options(*, tls: bool, cluster: bool) -> set[str]:

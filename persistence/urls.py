@@ -6,7 +6,7 @@ import os
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, parse_qsl, unquote_plus, urlsplit
 
-from persistence._redis_url import redacted
+from persistence._redis_url import redacted, refuse_misread_authority
 from persistence.dynamodb import DynamoDBPersistenceLayer
 from persistence.memory import InMemoryPersistenceLayer
 from persistence.sqlite import DEFAULT_PATH, SQLitePersistenceLayer
@@ -44,7 +44,11 @@ def store_from_url(url: str | None = None) -> PersistenceLayer:
         'data/idempotency.sqlite3'
     """
     url = url or os.environ.get(STORE_URL_VARIABLE) or DEFAULT_STORE_URL
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as e:  # an unbalanced "[" or "]", in a host or in a password
+        refuse_misread_authority(url)  # a password's: said as such, masked
+        raise ValueError(f"store URL {redacted(url)!r} is not a URL: {e}") from None
     if parts.scheme == "memory":
         return InMemoryPersistenceLayer()
     if parts.scheme == "sqlite":
@@ -87,6 +91,7 @@ def _dynamodb(url: str, table: str, query: dict[str, list[str]]) -> DynamoDBPers
 def _redis(url: str) -> PersistenceLayer:
     from persistence.redis import RedisPersistenceLayer  # noqa: PLC0415 - the optional store, only when named
 
+    refuse_misread_authority(url)  # before key_prefix is taken out: its value may hold the password's cut-off '@'
     parts = urlsplit(url)
     query = parse_qsl(parts.query, keep_blank_values=True)  # ?key_prefix= is an empty prefix, not the default
     prefixes = [value for name, value in query if name == "key_prefix"]

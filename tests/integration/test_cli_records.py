@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from consumer import AlreadyProcessed, IdempotencyConfig, IdempotencyGuard, _cli_records
+from consumer import AlreadyProcessed, IdempotencyConfig, IdempotencyGuard
+from consumer.cli import _records as _cli_records
 from consumer.cli import main as cli_main
 from persistence import (
     DynamoDBPersistenceLayer,
@@ -171,7 +172,8 @@ def test_key_shows_selection_and_key_per_record():
     assert lines[1].startswith("  key orders#")
     assert lines[1] == lines[5]  # o-1001 twice: the same key
     default = cli("key", "--event", str(EVENTS / "kinesis_clickstream.json")).stdout.splitlines()
-    assert default[0] == f'record 0: selected "shardId-000000000000:4959{1:020d}"'
+    arn = "arn:aws:kinesis:eu-west-1:123456789012:stream/clicks"  # an eventID is unique within its stream only
+    assert default[0] == f'record 0: selected ["{arn}","shardId-000000000000:4959{1:020d}"]'
     eventbridge = cli("key", "--event", str(EVENTS / "eventbridge_target.json")).stdout.splitlines()
     assert eventbridge[0] == 'record 0: selected "6a7e8feb-b491-4cf7-a9f1-bf3703467718"'
 

@@ -43,8 +43,8 @@ from consumer import (
     idempotent,
     idempotent_function,
 )
-from consumer.event_sources import item_identifier
 from consumer.keys import make_key
+from consumer.sources import item_identifier
 from persistence import DynamoDBPersistenceLayer, IdempotencyRecord, InMemoryPersistenceLayer, RecordStatus
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from consumer._one_line import one_line
+from consumer._reports import one_line
 from persistence import IdempotencyRecord, PersistenceLayerError, RecordStatus, SQLitePersistenceLayer
 
 ROOT = Path(__file__).resolve().parents[2]

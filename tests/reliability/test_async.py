@@ -43,9 +43,9 @@ from consumer import (
     EventType,
     IdempotencyConfig,
     IdempotencyGuard,
+    Outcome,
     async_process_partial_response,
 )
-from consumer._batch_run import Outcome
 from persistence import RecordStatus
 from samples.ledger import Ledger
 

@@ -35,8 +35,7 @@ from harness import assert_nothing_lost, batch_with_duplicates, effects, failed_
 from redis.backoff import ExponentialWithJitterBackoff
 from redis_server import HOST, FaultProxy, ValkeyServer, start_standalone
 
-from consumer import BatchProcessor, EventType, IdempotencyConfig
-from consumer._batch_run import Item, Outcome
+from consumer import BatchProcessor, EventType, IdempotencyConfig, Item, Outcome
 from persistence import PersistenceLayerError, RecordStatus
 from persistence.redis import _ACQUIRE, _COMPLETE, _RELEASE, RedisPersistenceLayer
 from samples.ledger import Ledger

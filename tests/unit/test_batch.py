@@ -197,6 +197,19 @@ class TestStreams:
         assert str(seen[0][2]["balance"]) == "12.50"
         assert seen[0][2]["tags"] == {"a"}
 
+    @pytest.mark.parametrize("build", [kinesis_record, ddb_record], ids=["kinesis", "dynamodb"])
+    def test_two_streams_read_by_one_function_share_no_record(self, face, store, build):
+        # eventID is unique within its stream only: the second stream's record 1 replayed the first's result.
+        ran = []
+        source = EventType.KINESIS if build is kinesis_record else EventType.DYNAMODB_STREAMS
+        processor = face.processor(source, store=store)
+        for stream in ("orders", "refunds"):
+            record = build(1, "k", None)
+            record["eventSourceARN"] += f"-{stream}"  # another stream (or table), the same eventID
+            assert failures(face.process({"Records": [record]}, lambda r, s=stream: ran.append(s), processor)) == []
+        assert ran == ["orders", "refunds"]
+        assert (processor.summary.processed, processor.summary.replayed) == (1, 0)
+
 
 class TestDeadlineAndParallelism:
     def test_records_are_deferred_when_the_deadline_is_near(self, face, store, caplog):

@@ -10,13 +10,15 @@ DEFERRED = (
     "persistence.sqlite",
     "persistence.urls",
     "consumer.cli",
-    "consumer._cli_key",
-    "consumer._missing_key",
-    "consumer._kafka",
-    "consumer._headers",
-    "consumer._record_views",
-    "consumer.async_batch",
-    "consumer.cutover",
+    "consumer.cli._key",
+    "consumer.cli._records",
+    "consumer.sources._missing_key",
+    "consumer.serialization",
+    "consumer.sources._kafka",
+    "consumer.sources._headers",
+    "consumer.sources._record_views",
+    "consumer.batch._async_batch",
+    "consumer.powertools",
 )
 
 

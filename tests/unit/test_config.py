@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 
 import pytest
 
-from consumer import IdempotencyConfig, IdempotencyConfigError
+from consumer import IdempotencyConfig, IdempotencyConfigError, PowertoolsCutover
 
 
 @pytest.mark.parametrize(
@@ -58,3 +59,18 @@ def test_expressions_are_compiled_once():
     config = IdempotencyConfig(event_key_jmespath="messageId", payload_validation_jmespath="body")
     assert config.key_expression.expression == "messageId"
     assert config.validation_expression.expression == "body"
+
+
+def test_a_hash_whose_collisions_can_be_made_is_warned_of_once_per_process_and_name(monkeypatch, caplog):
+    monkeypatch.setattr("consumer.config._warned", set())
+    cutover = PowertoolsCutover(
+        table_name="pt", until=dt.datetime(2099, 1, 1, tzinfo=dt.timezone.utc), key_prefix="p", hash_function="md5"
+    )
+    with caplog.at_level("WARNING", "idempotent_consumer"):
+        IdempotencyConfig(powertools_cutover=cutover)  # finding Powertools' records by its md5 keys: no warning
+        assert caplog.records == []
+        for name in ("md5", "sha1", "md5", "SHA1", "sha256", "blake2b", "sha1"):
+            IdempotencyConfig(hash_function=name)
+    said = [r.getMessage() for r in caplog.records]
+    assert [s.split(":")[0] for s in said] == ["hash_function 'md5'", "hash_function 'sha1'"]
+    assert all("collisions of it can be made on purpose" in s and s.endswith("use sha256") for s in said)

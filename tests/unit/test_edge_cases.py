@@ -26,7 +26,7 @@ from consumer import (
     IdempotencyGuard,
     IdempotencyKeyError,
     SQSRecord,
-    _unguarded,
+    _reports,
     current_lambda_context,
     idempotency_disabled,
     idempotent,
@@ -457,7 +457,7 @@ def test_data_whose_plain_form_fails_is_a_key_error_for_the_key_and_the_payload_
 
 def test_a_record_without_a_key_runs_unguarded_under_a_context_with_no_request_id(caplog, monkeypatch):
     # A test's stand-in context (accepted by the guard) may lack aws_request_id: the unguarded warning read it.
-    monkeypatch.setattr(_unguarded, "_warned_invocation", [])  # once per invocation: an earlier test's may match
+    monkeypatch.setattr(_reports, "_warned_invocation", [])  # once per invocation: an earlier test's may match
     context = types.SimpleNamespace(get_remaining_time_in_millis=lambda: 60_000)
     config = IdempotencyConfig(event_key_jmespath="order_id", raise_on_no_idempotency_key=False)
     with IdempotencyGuard({"amount": 1}, store=InMemoryPersistenceLayer(), config=config, context=context) as guard:

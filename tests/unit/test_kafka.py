@@ -24,7 +24,9 @@ from consumer import (
     Outcome,
     make_key,
 )
-from consumer._kafka import kafka_records
+from consumer._serde import OwnIdKey
+from consumer.keys import key_selection
+from consumer.sources._kafka import kafka_records
 from persistence import InMemoryPersistenceLayer
 
 
@@ -268,8 +270,8 @@ def test_a_header_without_a_value_reads_as_absent_and_fails_nothing():
     assert make_key(keyless, HEADER) == make_key(
         kafka_record("t", 0, 1, {}, headers=[("Idempotency-Key", b"k-5")]), HEADER
     )
-    by_id = IdempotencyConfig(key_prefix="p")
-    assert make_key(bare, HEADER_OR_OWN_ID) == make_key(bare, by_id)
+    own_id, _ = key_selection(bare, IdempotencyConfig())
+    assert key_selection(bare, HEADER_OR_OWN_ID) == (OwnIdKey(own_id), True)  # keyed by its own id, tagged as such
     with pytest.raises(IdempotencyKeyError, match="Kafka record orders-2@1 has no producer key 'Idempotency-Key'"):
         make_key(bare, HEADER)  # by default, a header without a value is a missing key, as a missing header is
 

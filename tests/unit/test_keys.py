@@ -10,13 +10,15 @@ import gzip
 import hashlib
 import json
 
+import jmespath
 import pydantic
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from consumer import IdempotencyConfig, IdempotencyKeyError, canonical_json, keys, make_key
-from consumer.event_sources import SQSRecord
+from consumer._jmespath import compile_expression, options, search
+from consumer.sources import SQSRecord
 
 AT = dt.datetime(2024, 5, 1, 12, 30, tzinfo=dt.timezone.utc)
 
@@ -39,21 +41,38 @@ def test_equal_payloads_hash_equally_whatever_the_key_order_or_spacing():
     assert make_key({"body": '{"a": 2, "b": [1, 2]}'}, config) != one
 
 
+STREAM = "arn:aws:kinesis:eu-west-1:123456789012:stream/orders"
+TABLE_STREAM = "arn:aws:dynamodb:eu-west-1:123456789012:table/accounts/stream/2026-01-01T00:00:00.000"
+
+
 @pytest.mark.parametrize(
     ("record", "own_id"),
     [
         ({"messageId": "m-1", "eventSource": "aws:sqs", "attributes": {"ApproximateReceiveCount": "3"}}, "m-1"),
         (
-            {"eventID": "shardId-000:4959", "eventSource": "aws:kinesis", "kinesis": {"data": "e30="}},
-            "shardId-000:4959",
+            {"eventID": "shardId-000:4959", "eventSourceARN": STREAM, "kinesis": {"data": "e30="}},
+            [STREAM, "shardId-000:4959"],
         ),
-        ({"eventID": "c4ca4238", "eventSource": "aws:dynamodb", "dynamodb": {"Keys": {}}}, "c4ca4238"),
+        ({"eventID": "c4ca4238", "eventSourceARN": TABLE_STREAM, "dynamodb": {}}, [TABLE_STREAM, "c4ca4238"]),
         ({"id": "e-7", "detail-type": "OrderPlaced", "source": "shop", "detail": {}}, "e-7"),
     ],
     ids=["sqs", "kinesis", "dynamodb", "eventbridge"],
 )
 def test_default_key_is_the_records_own_id(record, own_id):
     assert make_key(record, IdempotencyConfig()) == "local#" + digest(own_id)
+
+
+@pytest.mark.parametrize("source", ["kinesis", "dynamodb"])
+def test_a_stream_records_default_key_is_its_id_in_its_stream(source):
+    # eventID is unique within its stream only: two streams read by one function each have a shardId-000...:1.
+    record = {"eventID": "shardId-000000000000:1", "eventSource": f"aws:{source}", source: {}}
+    one, other = (make_key({**record, "eventSourceARN": f"{STREAM}-{n}"}, IdempotencyConfig()) for n in (1, 2))
+    assert one != other
+    assert keys.DEFAULT_KEY_EXPRESSIONS[source] == "eventID && [eventSourceARN, eventID]"
+    assert make_key(record, IdempotencyConfig()) == "local#" + digest([None, "shardId-000000000000:1"])  # no ARN
+    for missing in (None, ""):  # no eventID: no key, whatever the stream
+        with pytest.raises(IdempotencyKeyError, match="selected nothing"):
+            make_key({**record, "eventSourceARN": STREAM, "eventID": missing}, IdempotencyConfig())
 
 
 def test_without_a_known_id_the_whole_record_is_hashed():
@@ -112,9 +131,37 @@ def test_unserializable_selection_is_a_key_error():
 
 
 def test_keys_that_serialize_alike_are_named_by_their_types_never_by_their_values():
-    with pytest.raises(IdempotencyKeyError, match=r"serialize alike \(keys of types int, str\)") as caught:
-        make_key({"card": {4111: "a", "4111": "b"}}, IdempotencyConfig(event_key_jmespath="card"))
+    nan = float("nan")  # two NaN keys: unequal, so both are kept; both written NaN
+    with pytest.raises(IdempotencyKeyError, match=r"serialize alike \(keys of types float, str\)") as caught:
+        make_key({"card": {nan: "a", float("nan"): "b", "4111": "c"}}, IdempotencyConfig(event_key_jmespath="card"))
     assert "4111" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("keyed", "as_text"),
+    [
+        ({1: "x"}, {"1": "x"}),
+        ({None: "x"}, {"null": "x"}),
+        ({True: "x"}, {"true": "x"}),
+        ({1.5: "x", "a": 1}, {"1.5": "x", "a": 1}),
+        ({decimal.Decimal("0.1"): "x"}, {'{"__ic__":"decimal","v":"0.1"}': "x"}),
+        ({"card": {4111: "a", "4111": "b"}}, {"card": {"4111": "a", "4111 ": "b"}}),
+    ],
+)
+def test_a_dict_key_that_is_no_string_never_keys_as_its_text(keyed, as_text):
+    # {1: x} and {"1": x} were one key: an argument of an @idempotent_function keyed by an int replayed the result
+    # of one keyed by that int's text.
+    config = IdempotencyConfig(key_prefix="p")
+    assert make_key(keyed, config) != make_key(as_text, config)
+    assert make_key({"tenant": "t", "data": keyed}, config) != make_key({"tenant": "t", "data": as_text}, config)
+
+
+def test_equal_numbers_as_dict_keys_still_key_alike():
+    config = IdempotencyConfig(key_prefix="p")
+    assert (
+        make_key({1: "x"}, config) == make_key({1.0: "x"}, config) == make_key({decimal.Decimal("1.00"): "x"}, config)
+    )
+    assert canonical_json({2: "b", 1: "a", "z": None}) == '{"__ic__":"dict","v":[["z",null],[1,"a"],[2,"b"]]}'
 
 
 def test_other_hash_functions():
@@ -139,6 +186,22 @@ def test_key_ignores_key_order_and_whitespace_of_any_json_body(payload, seed):
     compact = {"body": json.dumps(payload, separators=(",", ":"))}
     shuffled = {"body": json.dumps(dict(items), indent=2)}
     assert make_key(compact, config) == make_key(shuffled, config)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    record=st.dictionaries(st.sampled_from("abc"), JSON_VALUES | st.floats(allow_nan=False), max_size=3),
+    expression=st.sampled_from(["a", "[a, b]", "a && b", "a && [b, c]", "a && b && c", "[a] && b", "a && b.c"]),
+)
+def test_expressions_looked_up_directly_select_what_jmespath_selects(record, expression):
+    # Fields, lists of fields and ``&&`` of those skip JMESPath's tree walk (the default stream key is one).
+    assert search(compile_expression(expression), record, options(1024)) == jmespath.search(expression, record)
+
+
+@settings(max_examples=300, deadline=None)
+@given(items=st.lists(st.text(), max_size=4))
+def test_a_list_of_strings_is_written_as_the_encoder_writes_it(items):
+    assert canonical_json(items) == canonical_json(tuple(items))  # a tuple takes the encoder's path
 
 
 # -- values nested in a dict or a list: JMESPath sees into them, keys that worked before stay ------------------
@@ -267,3 +330,32 @@ def test_a_part_reached_deep_first_is_selected_from_where_it_is_shallow():
         == make_key({"b": shared}, config)
         == make_key(7, IdempotencyConfig())
     )
+
+
+def _body_number(text: str) -> str | None:
+    return make_key({"body": f'{{"n": {text}}}'}, IdempotencyConfig(event_key_jmespath="powertools_json(body).n"))
+
+
+@pytest.mark.parametrize(
+    ("one", "other", "meet"),
+    [
+        ("9007199254740993.0", "9007199254740992.0", True),  # 16 significant digits, one double
+        ("8.755399421360170", "8.755399421360171", True),
+        ("0.10000000000000001", "0.1", True),
+        ("9007199254740992", "9007199254740993.0", True),  # an integer meets the float of its value
+        ("1e400", "2e400", True),  # both Infinity
+        ("1e-400", "0", True),
+        ("9007199254740993", "9007199254740992", False),  # integers parse exactly, however long
+        ("123456789012345678901234567890", "123456789012345678901234567891", False),
+        ("0.100000000000001", "0.100000000000002", False),  # 15 significant digits
+    ],
+)
+def test_json_numbers_key_by_their_value_once_parsed(one, other, meet):
+    assert (_body_number(one) == _body_number(other)) is meet
+
+
+@settings(max_examples=300, deadline=None)
+@given(digits=st.integers(10**14, 10**15 - 2), step=st.integers(1, 10**14), exponent=st.integers(-300, 290))
+def test_fractional_json_numbers_of_at_most_fifteen_significant_digits_never_meet(digits, step, exponent):
+    other = min(digits + step, 10**15 - 1)
+    assert _body_number(f"{digits}e{exponent}") != _body_number(f"{other}e{exponent}")

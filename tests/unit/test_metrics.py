@@ -14,7 +14,7 @@ from fakes import FakeClock, FakeContext
 from outcome_batches import run_every_outcome
 
 from consumer import BatchProcessor, EventType, Metrics
-from consumer.metrics import DEFAULT_NAMESPACE, DIMENSIONS, METRICS
+from consumer.observability.metrics import DEFAULT_NAMESPACE, DIMENSIONS, METRICS
 from persistence import InMemoryPersistenceLayer
 
 SPEC_EXAMPLE = {  # the specification's own valid example

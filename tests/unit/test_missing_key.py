@@ -219,7 +219,7 @@ def test_keying_records_that_have_keys_never_loads_what_a_missing_key_says():
         "BatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer(), config=config).process("
         "{'Records': records}, lambda r: None)\n"
         "with IdempotencyGuard(records[0], store=InMemoryPersistenceLayer(), config=config): pass\n"
-        "print('consumer._missing_key' in sys.modules)\n"
+        "print('consumer.sources._missing_key' in sys.modules)\n"
     )
     shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert shown.strip() == "False"

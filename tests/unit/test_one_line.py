@@ -19,7 +19,7 @@ from fakes import FakeContext
 from lambda_log_format import LambdaJsonFormatter, RequestIdFilter, lambda_text_formatter
 
 from consumer import BatchProcessor, EventType, process_partial_response
-from consumer._one_line import one_line
+from consumer._reports import one_line
 from consumer.cli import main
 from persistence import InMemoryPersistenceLayer
 

@@ -19,7 +19,7 @@ from events import sqs_event, sqs_record
 from fakes import CountingStore, FakeClock, FakeContext
 from records import NOW_MS, NOW_S
 
-import consumer._unguarded as disabled_module
+import consumer._reports as disabled_module
 from consumer import (
     AlreadyProcessed,
     BatchEventError,
@@ -464,7 +464,7 @@ def test_the_summary_duration_is_the_call_in_milliseconds_rounded_to_microsecond
     ticks = iter([100.0, 100.0123456])
     clock = types.SimpleNamespace(perf_counter=lambda: next(ticks))  # read when the batch starts and ends
     monkeypatch.setattr("consumer.batch.time", clock)
-    monkeypatch.setattr("consumer._processor.time", clock)
+    monkeypatch.setattr("consumer.batch._processor.time", clock)
     processor = BatchProcessor(EventType.SQS, store=store)
     process_partial_response(sqs_event(sqs_record("m-1", 1)), lambda r: None, processor)
     assert processor.summary.duration_ms == 12.346

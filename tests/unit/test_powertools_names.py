@@ -13,7 +13,7 @@ from fakes import FakeClock, FakeContext
 from records import NOW_MS
 
 import consumer
-import consumer._unguarded as unguarded
+import consumer._reports as unguarded
 from consumer import (
     BatchProcessor,
     EventType,

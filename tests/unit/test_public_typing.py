@@ -555,7 +555,7 @@ def revealed(run: dict[str, object], label: str) -> str:
     source = run["files"]["revealed.py"]  # type: ignore[index]
     number = next(n for n, line in enumerate(source.splitlines(), 1) if line.endswith(f"# {label}"))
     [note] = [line["text"] for line in run["lines"] if line["file"] == "revealed.py" and int(line["line"]) == number]  # type: ignore[attr-defined]
-    return re.sub(r"\b(builtins|consumer\.[a-z_]+)\.", "", note.removeprefix("Revealed type is ").strip('"'))
+    return re.sub(r"\b(builtins|consumer(?:\.[a-z_]+)+)\.", "", note.removeprefix("Revealed type is ").strip('"'))
 
 
 def test_decorated_functions_keep_their_parameters_and_results(mypy_run):

@@ -91,7 +91,7 @@ def written():
     patch = pytest.MonkeyPatch()
     clock = types.SimpleNamespace(perf_counter=lambda: next(ticks))  # read when the batch starts and ends
     patch.setattr("consumer.batch.time", clock)
-    patch.setattr("consumer._processor.time", clock)
+    patch.setattr("consumer.batch._processor.time", clock)
     patch.setenv("AWS_LAMBDA_FUNCTION_NAME", "orders")
     stdout = io.StringIO()
     patch.setattr("sys.stdout", stdout)

@@ -22,8 +22,8 @@ from output_models import Checked
 from pydantic.alias_generators import to_camel
 from replays import assert_committed_without_response, assert_replays_as_itself, deliver_twice
 
-import consumer._round_trip
 import consumer._serde
+import consumer.serialization._round_trip
 from consumer import BatchProcessor, EventType, ResponseDecodeError, idempotent_function
 from consumer._output import encode_output
 from consumer.serialization import PydanticSerializer
@@ -499,8 +499,10 @@ def test_the_stored_text_is_encoded_once_and_that_text_is_checked(monkeypatch):
     encoder = CountingEncoder(consumer._serde._PLAIN)
     monkeypatch.setattr(consumer._serde, "_PLAIN", encoder)
     checked = []
-    decode = consumer._round_trip.decode_result
-    monkeypatch.setattr(consumer._round_trip, "decode_result", lambda text: checked.append(text) or decode(text))
+    decode = consumer.serialization._round_trip.decode_result
+    monkeypatch.setattr(
+        consumer.serialization._round_trip, "decode_result", lambda text: checked.append(text) or decode(text)
+    )
     text = encode_output(Receipt(order_id="o-1"), PydanticSerializer(Receipt))
     assert (text, encoder.calls, checked) == ('{"order_id":"o-1"}', 1, [text])
 
@@ -509,7 +511,7 @@ def test_a_result_too_large_for_any_store_is_not_checked(face, caplog, monkeypat
     def refuse(*args: Any) -> None:
         raise AssertionError("checked a result no store takes")
 
-    monkeypatch.setattr(consumer._round_trip, "require_replay", refuse)
+    monkeypatch.setattr(consumer.serialization._round_trip, "require_replay", refuse)
     payments = [Payment(card="4111")] * (MAX_ITEM_BYTES // 10)  # would be refused: each card replays masked
     delivered = deliver_twice(face, payments, list[Payment], caplog)
     assert delivered.runs == ["o-1"]

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from output_models import Address, Line
 from replays import assert_committed_without_response, assert_replays_as_itself, deliver_twice
 
-import consumer._round_trip
+import consumer.serialization._round_trip
 from consumer import idempotent_function
 from consumer.serialization import PydanticSerializer
 from persistence import InMemoryPersistenceLayer, RecordStatus
@@ -485,7 +485,7 @@ def test_results_without_a_typed_serializer_are_not_rebuilt_when_stored(monkeypa
     def refuse(*args: Any) -> None:
         raise AssertionError("a plain result went through the replay check")
 
-    monkeypatch.setattr(consumer._round_trip, "require_replay", refuse)
+    monkeypatch.setattr(consumer.serialization._round_trip, "require_replay", refuse)
     store = InMemoryPersistenceLayer()
 
     @idempotent_function(data_keyword_argument="order", store=store, name=f"plain-{uuid.uuid4().hex}")

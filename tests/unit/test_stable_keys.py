@@ -140,3 +140,37 @@ def test_a_name_and_an_explicit_prefix_together_are_refused():
         idempotent_function(data_keyword_argument="x", store=store, name="n", key_prefix="p")
     with pytest.raises(TypeError, match="whole prefix"):
         idempotent_function(data_keyword_argument="x", store=store, name="n", config=IdempotencyConfig(key_prefix="p"))
+
+
+# Keys as deployed functions hold them in their stores: a change to any of these runs every record delivered across
+# the deploy once more. Plain JSON data keeps its key whatever is added for other values (a dict key that is no
+# string, a tagged form). The stream defaults (with the stream's ARN) and a header-less record's own id under
+# key_header (tagged) were changed on purpose in 0.1.0; pinned from then on.
+ARN = "arn:aws:kinesis:eu-west-1:123456789012:stream/orders"
+BODY = '{"order": {"id": 7, "lines": [{"sku": "a", "qty": 2.5}], "note": null, "ok": true, "1": "x"}}'
+PINNED = [
+    ({"messageId": "059f36b4-87a3-44ab-83d2-661975830a7d", "body": "{}"}, {},
+     "c26380f3dfe7ddb3f0632128e40cacd7daaaec903c06107d12dfa521b411dff0"),
+    ({"id": "e-7", "detail-type": "Booked", "detail": {}}, {},
+     "c8d5189f72b784f596cd5c3b5b13ce273d1550516841d099f93e9b8584c7e656"),
+    ({"eventSourceArn": "arn:aws:kafka:eu-west-1:1:cluster/c/u", "topic": "orders", "partition": 3, "offset": 41}, {},
+     "8ce5ba8c6ed5d34e22f0b85878b22a7e23868cf383a5153fc62dbb87673d02a4"),
+    ({"body": BODY}, {"event_key_jmespath": "powertools_json(body)"},
+     "43c12107b035542dff506155b2e3dd8beb2e88f6233e292405047c58965034ec"),
+    ({"body": '{"__ic__": "decimal", "v": "0.1"}'}, {"event_key_jmespath": "powertools_json(body)"},
+     "e221f53dacfb8022143ff0cd090fe1c3c203799e356a32e03e98b559b9ac7c8a"),
+    ({"messageId": "m-1", "messageAttributes": {"Idempotency-Key": {"stringValue": "k-1", "dataType": "String"}}},
+     {"key_header": "Idempotency-Key"}, "f613e2ddb1ed1aefc2d87a1bc773c3a3e671f40809ffe8875486d58482e5259a"),
+    ({"eventID": "shardId-000000000000:49590338271490256608559692538361571095921575989136588898",
+      "eventSourceARN": ARN, "kinesis": {}}, {}, "605d4d818e7a32c02531a5ece63e756d1a499968886e5653aa692bea46b5fe48"),
+    ({"messageId": "m-1", "messageAttributes": {}},
+     {"key_header": "Idempotency-Key", "raise_on_no_idempotency_key": False},
+     "e83294e4b33c9008347abeb44f1d6a082f5825302f84b6fb1102e458e2b81688"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("record", "options", "digest"), PINNED, ids=[
+    "sqs", "eventbridge", "kafka", "json-body", "reserved-key-in-a-body", "header", "kinesis", "header-less",
+])  # fmt: skip
+def test_keys_of_deployed_records_stay_as_they_are(record, options, digest):
+    assert make_key(record, IdempotencyConfig(key_prefix="p", **options)) == f"p#{digest}"

@@ -17,7 +17,7 @@ from cfnlint.decode import cfn_yaml
 from samtranslator.translator.transform import transform
 
 from consumer import EventType
-from consumer.metrics import DIMENSIONS, METRICS, Metrics
+from consumer.observability.metrics import DIMENSIONS, METRICS, Metrics
 from persistence import AttributeNames
 
 ROOT = Path(__file__).resolve().parents[2]

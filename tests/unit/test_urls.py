@@ -15,6 +15,7 @@ from persistence import (
     SQLitePersistenceLayer,
     store_from_url,
 )
+from persistence._redis_url import parse_url
 from persistence.redis import RedisPersistenceLayer
 
 
@@ -151,11 +152,101 @@ def test_threads_making_a_url_stores_first_call_at_once_share_one_client():
         store.close()
 
 
-def test_an_at_sign_in_an_option_value_and_an_encoded_key_prefix_are_taken_as_they_are():
-    # Neither holds a password: an '@' after the host's options, an option name percent-encoded.
-    store = store_from_url("redis://cache:6379?client_name=worker@host-1")
+def test_an_encoded_at_sign_in_an_option_value_and_an_encoded_key_prefix_are_taken_as_they_are():
+    store = store_from_url("redis://cache:6379?client_name=worker%40host-1")
     assert store.client.connection_pool.connection_kwargs["client_name"] == "worker@host-1"
     store.close()
     store = store_from_url("redis://localhost/0?key%5Fprefix=app:")
     assert store.key_prefix == "app:"
     store.close()
+
+
+# A password whose '/', '?' or '#' is not percent-encoded cuts the authority there: the rest of the password, its
+# '@' and the intended host are read as a path, options or a fragment, and the URL names another host (the user
+# name), with a password that is a piece of the real one, or none. Each '@' past the host is refused.
+MISREAD = [
+    # digits before the cut read as a port: host 'default', password 'tail@good.example:6379' sent to it
+    ("redis://default:1234?password=tail@good.example:6379", "redis://default:***@good.example:6379"),
+    ("redis://user:1234/5@good.example", "redis://user:***@good.example"),  # host 'user', no password
+    ("redis://user:1234#5@good.example", "redis://user:***@good.example"),  # the rest a fragment
+    ("rediss://user:1234?client_name=tail@good.example:6380", "rediss://user:***@good.example:6380"),
+    ("valkey://user:1234/0@good.example?cluster=true", "valkey://user:***@good.example?cluster=true"),
+    ("redis://user:1234/5@[::1]:6379", "redis://user:***@[::1]:6379"),  # an IPv6 host
+    ("redis://user:12?34@[2001:db8::1]:6379/0", "redis://user:***@[2001:db8::1]:6379/0"),
+    ("redis://user:1234?key_prefix=p@good.example", "redis://user:***@good.example"),  # store_from_url's option
+    ("redis://user:hun/ter@good.example/0", "redis://user:***@good.example/0"),
+    # No password at all, but read alike: an option value's '@' is written %40 (see the test above).
+    ("redis://cache:6379?client_name=worker@host-1", "redis://cache:***@host-1"),
+    ("redis://:hun[ter@good.example", "redis://:***@good.example"),  # no host parsed at all
+]
+
+
+@pytest.mark.parametrize(("url", "shown"), MISREAD)
+def test_an_at_sign_past_the_host_is_refused_masked_before_anything_connects(url, shown, capsys):
+    builds = [store_from_url] + ([] if "key_prefix" in url else [lambda u: RedisPersistenceLayer(url=u)])
+    for build in builds:
+        with pytest.raises(ValueError, match=re.escape(repr(shown))) as caught:
+            build(url)
+        assert not {"tail", "1234", "34", "5", "hun", "ter", "p", "worker"} & set(re.split(r"\W+", str(caught.value)))
+        assert "percent-encode" in str(caught.value)
+    assert main(["records", "list", "--store", url]) == 2
+    assert "***" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("url", "host", "password"),
+    [
+        ("redis://user:p%40ss%2F1%3F2%233@good.example:6379/0", "good.example", "p@ss/1?2#3"),  # all encoded
+        ("redis://user:p@ss@good.example:6379", "good.example", "p@ss"),  # in the authority: the last '@' ends it
+        ("redis://user:1234@good.example", "good.example", "1234"),
+        ("rediss://user:pw@[::1]:6380/0", "::1", "pw"),
+        ("valkeys://:pw@[2001:db8::1]:6380/0?cluster=true&socket_timeout=2", "2001:db8::1", "pw"),
+        ("redis://good.example:6379/0?password=p%40ss", "good.example", "p@ss"),
+    ],
+)
+def test_a_password_the_host_accounts_for_reaches_that_host(url, host, password):
+    from redis.connection import parse_url as redis_reads  # noqa: PLC0415 - what the client is built from
+
+    kwargs = redis_reads(parse_url(url).plain)
+    assert (kwargs["host"], kwargs["password"]) == (host, password)
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("unix://user:hunter2@/tmp/redis.sock", "unix://user:***@/tmp/redis.sock"),  # redis-py's; no store's
+        ("unix:///tmp/redis.sock?password=hunter2", "unix:///tmp/redis.sock?password=***"),
+    ],
+)
+def test_a_unix_socket_url_is_refused_by_its_scheme_masked(url, shown):
+    for build in (store_from_url, lambda u: RedisPersistenceLayer(url=u)):
+        with pytest.raises(ValueError, match=re.escape(repr(shown))):
+            build(url)
+
+
+@pytest.mark.parametrize(
+    ("url", "warned"),
+    [
+        ("redis://app:hunter2@cache.example:6379/0", True),
+        ("valkey://cache.example:6379/0?password=hunter2&cluster=true", True),
+        ("redis://app:hunter2@10.0.0.7", True),
+        ("rediss://app:hunter2@cache.example:6379/0", False),  # TLS
+        ("redis://app:hunter2@127.0.0.2:6379/0", False),  # loopback
+        ("redis://app:hunter2@[::1]:6379/0", False),
+        ("redis://app:hunter2@localhost:6379/0", False),
+        ("redis://:hunter2@/0", False),  # no host: redis-py's localhost
+        ("redis://cache.example:6379/0", False),  # no password
+    ],
+)
+def test_a_password_sent_in_clear_to_another_host_is_warned_of_once_per_url(url, warned, caplog, monkeypatch):
+    monkeypatch.setattr("persistence._redis_url._IN_CLEAR_WARNED", set())
+    with caplog.at_level("WARNING", "idempotent_consumer"):
+        for _ in range(3):
+            RedisPersistenceLayer(url=url)
+            store_from_url(url)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == warned
+    if warned:
+        assert "in clear: use rediss://" in lines[0]
+        assert "hunter2" not in lines[0]
+        assert "***" in lines[0]

@@ -1,0 +1,260 @@
+"""Partial batch responses: each record of an SQS, Kinesis, DynamoDB Streams or Kafka batch in its own guard.
+
+The batch wing owns the processors (this module, and the async one in ``_async_batch``), the run over one batch
+(scheduling, ordering, failure propagation, the deadline: ``_run``, ``_async_run``), records of one batch sharing
+a key (``_holders``), the event and the response (``_event``) and the report once the batch ran (``_report``).
+It may import the core, ``persistence``, and the public faces of the sources wing (records, ids, ordering keys)
+and the observability wing (outcomes, logs, metrics). No wing imports it: only ``consumer``'s public face does.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, overload
+
+from consumer._context import Invocation, system_clock
+from consumer._errors import BatchEventError, BatchProcessingError, UnexpectedBatchTypeError
+from consumer.batch._event import BatchEvent, BatchItemFailure, BatchSummary, PartialBatchResponse
+from consumer.batch._processor import _Processor
+from consumer.batch._run import BatchRun
+from consumer.sources import (
+    EventType,
+    RecordT,
+)
+from persistence import is_async_store
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from consumer._context import Clock, LambdaContext
+    from consumer.batch._report import OutcomeHook
+    from consumer.batch._types import BatchOptions, RecordHandler
+    from consumer.config import IdempotencyConfig
+    from consumer.observability import Metrics
+    from consumer.sources import (
+        DynamoDBStreamRecord,
+        DynamoDBStreamsEventType,
+        KafkaEventType,
+        KinesisEventType,
+        KinesisRecord,
+        Record,
+        SQSEventType,
+        SQSRecord,
+    )
+    from consumer.sources._kafka import KafkaRecord
+    from persistence import PersistenceLayer
+
+__all__ = [  # the types of _batch_event are part of this module's API, as they were defined here
+    "BatchEvent",
+    "BatchEventError",
+    "BatchItemFailure",
+    "BatchProcessingError",
+    "BatchProcessor",
+    "BatchSummary",
+    "PartialBatchResponse",
+    "SqsFifoPartialProcessor",
+    "UnexpectedBatchTypeError",
+    "process_partial_response",
+]
+
+
+class BatchProcessor(_Processor[RecordT]):
+    """Runs each record of a batch inside its own :class:`IdempotencyGuard` and reports the failures.
+
+    A duplicate (``AlreadyProcessed`` from the record's own guard) counts as success. Any other exception,
+    a live lock held by another invocation included, makes that record a batch item failure. The record
+    handler takes the typed record, and the guard (for ``guard.key``) when it asks for it: a parameter
+    named ``guard``, or a second positional parameter without a default; a parameter named ``lambda_context``
+    gets the invocation's context, as in Powertools.
+
+    An ``@idempotent_function`` record handler (Powertools' pattern) runs in its own guard only: the processor
+    passes the record by the function's ``data_keyword_argument`` and keys, stores and configures the record's
+    lock as the function says (its store, config and key prefix), instead of guarding it a second time with its
+    own; a duplicate still counts as replayed. Without a ``store``, such a handler is guarded as usual, and any
+    other handler runs its records without idempotency (as Powertools' ``BatchProcessor`` does; one warning).
+
+    One processor may serve several threads at once: ``process`` keeps its state in the call, and
+    ``summary`` / ``items`` are those of the last batch processed by the calling thread (or task).
+    For ``async def`` record handlers, use :class:`~consumer.AsyncBatchProcessor`.
+
+    The processor is generic in its records: ``BatchProcessor(EventType.SQS, ...)`` is a
+    ``BatchProcessor[SQSRecord]`` to a type checker, which then refuses a handler of ``KinesisRecord``.
+
+    Examples:
+        >>> from persistence import InMemoryPersistenceLayer
+        >>> processor = BatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer())
+        >>> event = {"Records": [{"messageId": "a", "body": "1"}, {"messageId": "b", "body": "oops"}]}
+        >>> process_partial_response(event, lambda record: int(record.body), processor)
+        {'batchItemFailures': [{'itemIdentifier': 'b'}]}
+        >>> processor.summary.processed, processor.summary.failed
+        (1, 1)
+    """
+
+    @overload
+    def __init__(
+        self: BatchProcessor[SQSRecord],
+        event_type: SQSEventType,
+        *,
+        store: PersistenceLayer | None = None,
+        **options: Unpack[BatchOptions],
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: BatchProcessor[KinesisRecord],
+        event_type: KinesisEventType,
+        *,
+        store: PersistenceLayer | None = None,
+        **options: Unpack[BatchOptions],
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: BatchProcessor[DynamoDBStreamRecord],
+        event_type: DynamoDBStreamsEventType,
+        *,
+        store: PersistenceLayer | None = None,
+        **options: Unpack[BatchOptions],
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: BatchProcessor[KafkaRecord],
+        event_type: KafkaEventType,
+        *,
+        store: PersistenceLayer | None = None,
+        **options: Unpack[BatchOptions],
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: BatchProcessor[Record],
+        event_type: EventType,
+        *,
+        store: PersistenceLayer | None = None,
+        **options: Unpack[BatchOptions],
+    ) -> None: ...
+    def __init__(
+        self,
+        event_type: EventType,
+        *,
+        store: PersistenceLayer | None = None,
+        config: IdempotencyConfig | None = None,
+        max_workers: int = 1,
+        deadline_margin_ms: int = 1000,
+        stop_on_first_failure: bool = False,
+        skip_group_on_error: bool = False,
+        raise_on_entire_batch_failure: bool = True,
+        clock: Clock = system_clock,
+        on_outcome: OutcomeHook | None = None,
+        metrics: Metrics | bool | None = None,
+    ) -> None:
+        """Configure the processor; reuse it across invocations.
+
+        Args:
+            event_type: The source; ``EventType.SQS`` detects FIFO queues from the ARN.
+            store: Where records live. ``None``: only an ``@idempotent_function`` record handler is guarded (by
+                its own store); other handlers run without idempotency, as in Powertools.
+            config: Key selection and timings (by default the record's own id is the key).
+            max_workers: Records run in a thread pool of this size; records sharing an ordering key (FIFO
+                group, Kinesis partition key, DynamoDB item key, Kafka topic-partition) still run one after another,
+                in order. A record meeting the lock of another record of its batch waits for it, then replays.
+            deadline_margin_ms: A record is not started with less than this left before the Lambda
+                deadline; it is reported failed instead, so the invocation returns rather than times out.
+            stop_on_first_failure: After any failure, report every record not yet started as failed.
+            skip_group_on_error: SQS FIFO: after a failure, fail only the rest of that message group
+                (default: the rest of the batch).
+            raise_on_entire_batch_failure: Raise ``BatchProcessingError`` when every record failed.
+            clock: Epoch seconds (also the metrics' timestamp).
+            on_outcome: Called once per record, in batch order, with its :class:`~consumer.Item` (outcome, error,
+                key), after every record ran and before the response is returned. What it raises is logged and
+                changes no outcome; a ``BaseException`` (``KeyboardInterrupt``) fails the invocation.
+            metrics: CloudWatch EMF metrics, one JSON line on stdout per invocation
+                (:mod:`consumer.observability.metrics`): ``True`` or a :class:`~consumer.Metrics`; ``None`` reads
+                ``IDEMPOTENCY_METRICS``; ``False`` is off.
+
+        Raises:
+            TypeError: ``on_outcome`` is not a plain function, or ``metrics`` is not one of its forms.
+        """
+        if max_workers < 1:
+            raise ValueError(f"max_workers must be at least 1, got {max_workers}")
+        if is_async_store(store):
+            raise TypeError(f"{type(store).__name__} is an async store: use AsyncBatchProcessor")
+        super().__init__(
+            event_type,
+            store=store,
+            config=config,
+            workers=max_workers,
+            deadline_margin_ms=deadline_margin_ms,
+            stop_on_first_failure=stop_on_first_failure,
+            skip_group_on_error=skip_group_on_error,
+            raise_on_entire_batch_failure=raise_on_entire_batch_failure,
+            clock=clock,
+            on_outcome=on_outcome,
+            metrics=metrics,
+        )
+        self._pool: ThreadPoolExecutor | None = None  # made on first use, kept for warm invocations
+        self._pool_lock = threading.Lock()
+
+    def process(
+        self, event: BatchEvent, record_handler: RecordHandler[RecordT], context: LambdaContext | None = None
+    ) -> PartialBatchResponse:
+        """Process one invocation's batch and return its partial batch response.
+
+        Raises:
+            UnexpectedBatchTypeError: The event has no records (no ``Records`` list, or an empty one), or a
+                record cannot be read or lacks its identifier.
+            BatchProcessingError: Every record failed (unless ``raise_on_entire_batch_failure=False``).
+            TypeError: ``record_handler`` is ``async def`` or a generator function (nothing is run).
+        """
+        started = time.perf_counter()
+        settings, handler, guard_passing, items = self._start(event, record_handler, context, async_ok=False)
+        with Invocation(context):
+            try:
+                BatchRun(settings, handler, guard_passing, context, items, self._workers()).run()
+            except BaseException as e:  # reported as far as it got; the batch comes back whole
+                self._report(settings, guard_passing, items, started, context, any_failed=True, interrupted=e)
+                raise
+        return self._finish(settings, guard_passing, items, started, context)
+
+    def _workers(self) -> ThreadPoolExecutor | None:
+        if self._settings.max_workers > 1 and self._pool is None:
+            with self._pool_lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(
+                        self._settings.max_workers, thread_name_prefix="idempotent-consumer"
+                    )
+        return self._pool
+
+
+class SqsFifoPartialProcessor(BatchProcessor["SQSRecord"]):
+    """Powertools' name for a FIFO queue's processor: ``BatchProcessor(EventType.SQS_FIFO, ...)``.
+
+    ``BatchProcessor(EventType.SQS)`` detects a FIFO queue by itself (from the ``.fifo`` ARN); this class exists so
+    that code written for Powertools runs as it is. After a failure, the rest of the batch fails, or with
+    ``skip_group_on_error=True`` the rest of that message group.
+    """
+
+    def __init__(self, skip_group_on_error: bool = False, **options: Any) -> None:
+        """Configure the processor.
+
+        Args:
+            skip_group_on_error: After a failure, fail only the rest of that message group.
+            **options: Any other :class:`BatchProcessor` option (``store``, ``config``, ``max_workers``...).
+        """
+        super().__init__(EventType.SQS_FIFO, skip_group_on_error=skip_group_on_error, **options)
+
+
+def process_partial_response(
+    event: BatchEvent,
+    record_handler: RecordHandler[RecordT],
+    processor: BatchProcessor[RecordT],
+    context: LambdaContext | None = None,
+) -> PartialBatchResponse:
+    """Process ``event`` with ``processor`` and return ``{"batchItemFailures": [...]}`` for Lambda.
+
+    Examples:
+        >>> from persistence import InMemoryPersistenceLayer
+        >>> processor = BatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer())
+        >>> process_partial_response({"Records": [{"messageId": "a", "body": "{}"}]}, lambda r: None, processor)
+        {'batchItemFailures': []}
+    """
+    return processor.process(event, record_handler, context)

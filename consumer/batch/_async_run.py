@@ -1,0 +1,292 @@
+"""One invocation's run over a batch with asyncio: the sync run's rules, records as tasks, and the deadline.
+
+The scheduling rules (ordering groups, what is skipped or deferred, FIFO and stream failure rules) are
+:class:`~consumer.batch._run.BatchRun`'s own; this module adds only how records are started (worker tasks
+taking groups in batch order, at most ``max_concurrency`` of them, a new one called in only once a record
+suspends) and one thing a thread cannot do: at the deadline margin, the bodies still running are cancelled and
+reported failed, their locks left to expire, and the invocation returns its partial response instead of timing
+out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from consumer._async import settle
+from consumer._errors import IdempotencyAlreadyInProgressError
+from consumer._handlers import NO_GUARD
+from consumer.batch._holders import BatchHolders, Waited, await_holder
+from consumer.batch._run import BatchRun
+from consumer.observability import Item, Outcome
+from persistence import InlineStore, as_async_store
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from consumer.guard import IdempotencyGuard
+    from persistence import AsyncPersistenceLayer
+
+
+@dataclass
+class AsyncBatchRun(BatchRun):
+    """Runs the items of one batch as asyncio tasks, at most ``settings.max_workers`` records at once."""
+
+    cancel_at_deadline: bool = True
+    _past_deadline: bool = False
+    _aborting: bool = False
+    _deadline_cancels: set[asyncio.Task[Any]] = field(default_factory=set)
+    _in_flight: dict[int, IdempotencyGuard] = field(default_factory=dict)  # by worker number
+    _store: AsyncPersistenceLayer | None = None
+    _inline: bool = False
+    _queue: collections.deque[list[Item]] = field(default_factory=collections.deque)
+    _workers: list[asyncio.Task[None]] = field(default_factory=list)
+    _hiring: bool = False
+    _busy: int = 0  # workers running a group
+    _aholders: BatchHolders[asyncio.Event] | None = None  # records of several groups at once meet each other's locks
+
+    async def arun(self) -> None:
+        """Run every item; records sharing an ordering key run one after another, in order.
+
+        With ``max_workers`` 1 the records run in batch order, as the sync processor runs them.
+        """
+        if not self.items:
+            return
+        if self.settings.store is not None and self._own is None:
+            self._store = as_async_store(self.settings.store)  # once per batch, not per record
+        self._inline = self._store is None or isinstance(self._store, InlineStore)
+        self._queue = collections.deque([self.items] if self.settings.max_workers == 1 else self.groups())
+        if self.settings.max_workers > 1:
+            self._aholders = BatchHolders(asyncio.Event)
+        workers = self._workers
+        self._hire()  # the first worker; it calls in the others as soon as a record suspends
+        timer = self._deadline_timer(workers)
+        try:
+            await self._all_finished(workers)
+        finally:
+            if timer is not None:
+                timer.cancel()
+        self._settle_unreached()
+        # A BaseException of a handler fails the invocation (KeyboardInterrupt and SystemExit never get here:
+        # asyncio lets them out of the loop at once).
+        for worker in workers:
+            if not worker.cancelled() and worker.exception() is not None:
+                raise worker.exception()  # type: ignore[misc]  # checked just above
+
+    def propagating(self, error: BaseException) -> BaseException:
+        """What leaves the event loop when ``error`` ended :meth:`arun`: the ``KeyboardInterrupt`` or ``SystemExit``
+        of a record, which asyncio lets out of the loop at once (the run is then cancelled), else ``error``."""  # noqa: D205, D209 - one sentence
+        if isinstance(error, asyncio.CancelledError):
+            for worker in self._workers:
+                raised = None if not worker.done() or worker.cancelled() else worker.exception()
+                if isinstance(raised, (KeyboardInterrupt, SystemExit)):
+                    return raised
+        return error
+
+    async def _all_finished(self, workers: list[asyncio.Task[None]]) -> None:
+        try:
+            while not all(worker.done() for worker in workers):  # the list grows while we wait
+                await asyncio.wait(list(workers))
+        except asyncio.CancelledError:
+            # The invocation itself is cancelled: every record still running releases its lock before it ends.
+            self._aborting = True
+            for worker in workers:
+                worker.cancel()
+            await settle(asyncio.wait(workers))
+            raise
+
+    def _hire(self) -> None:
+        """Start workers for the groups waiting, up to ``max_workers`` (the first one: just one)."""
+        self._hiring = False
+        wanted = 1 if not self._workers else len(self._queue)
+        while wanted > 0 and len(self._workers) < self.settings.max_workers and not self._aborting:
+            number = len(self._workers)
+            self._workers.append(asyncio.ensure_future(self._work(number)))
+            wanted -= 1
+
+    async def _work(self, number: int) -> None:
+        queue = self._queue
+        while queue:
+            if not self._hiring and len(self._workers) < self.settings.max_workers:
+                # Runs on the loop's next turn, which comes only once this worker's record suspends: records
+                # that never suspend are all run by one worker, with no task per record to pay for.
+                self._hiring = True
+                asyncio.get_running_loop().call_soon(self._hire)
+            group = queue.popleft()
+            self._busy += 1
+            try:
+                for item in group:
+                    await self._arun_item(item, number)
+            finally:
+                self._busy -= 1
+
+    def _blocked(self, item: Item) -> Outcome | None:
+        blocked = super()._blocked(item)
+        if blocked is None and self._past_deadline:
+            return Outcome.DEFERRED  # the timer fired: whatever the context's clock says by now
+        return blocked
+
+    async def _arun_item(self, item: Item, number: int) -> None:
+        retried: set[str] = set()  # the leases of this batch's records it tried again after
+        while not self._skipped(item):  # checked again before a retry: the batch may have stopped meanwhile
+            try:
+                guard = self._in_flight[number] = self._guard(item)
+            except Exception as e:  # noqa: BLE001 - e.g. a serializer the function's annotation cannot name
+                self._failed(item, e, None)
+                return
+            conflict = await self._attempt(item, guard)
+            if conflict is None or not await self._awaited_holder(item, guard, conflict, retried):
+                return
+
+    async def _attempt(self, item: Item, guard: IdempotencyGuard) -> IdempotencyAlreadyInProgressError | None:
+        """Run ``item`` in ``guard`` and record its outcome; or return the lock its enter met, to wait for."""
+        try:
+            conflict = await self._guarded_body(item, guard)
+        except Exception as e:  # noqa: BLE001 - any failure of one record is reported, never raised
+            self._failed(item, e, guard)
+            return None
+        except asyncio.CancelledError as e:
+            self._cancelled(item, guard, e)
+            return None
+        if conflict is None:
+            self._succeeded(item, guard)
+        return conflict
+
+    async def _awaited_holder(
+        self, item: Item, guard: IdempotencyGuard, conflict: IdempotencyAlreadyInProgressError, retried: set[str]
+    ) -> bool:
+        """Whether the lock ``item`` met was a record of this batch's, which has ended since: try again.
+
+        Otherwise the record failed (recorded here): another invocation's lock, no time left, or the deadline
+        timer cancelled the wait.
+        """
+        assert self._aholders is not None  # noqa: S101 - a conflict is returned only when records run at once
+        try:
+            # Groups no worker will take (a worker hired but not yet started takes one): a wait would hold them up.
+            if len(self._queue) > self.settings.max_workers - self._busy:
+                waited = Waited.NO_SPARE_WORKER
+            else:
+                waited = await await_holder(self._aholders, conflict, retried, self._wait_budget_s(conflict, guard))
+        except asyncio.CancelledError as e:
+            self._cancelled(item, guard, e, waiting_on=conflict)
+            return False
+        if waited is Waited.RETRY:
+            return True
+        self._unwaited(item, conflict, guard, waited)
+        return False
+
+    async def _guarded_body(self, item: Item, guard: IdempotencyGuard) -> IdempotencyAlreadyInProgressError | None:
+        """Run ``item``'s handler in ``guard``; or return the lock its enter met, when records run at once."""
+        holders = self._aholders
+        if holders is None:
+            await self._entered_body(item, guard)
+            return None
+        holders.begin(guard)
+        try:
+            await self._entered_body(item, guard)
+        except IdempotencyAlreadyInProgressError as e:
+            if holders.entered(guard):
+                raise  # a guard nested in the body met it: the body failed, not a lock to wait for
+            return e
+        finally:  # a cancellation too: whoever waits on this record wakes
+            holders.end(guard)
+        return None
+
+    async def _entered_body(self, item: Item, guard: IdempotencyGuard) -> None:
+        if self._own is not None:  # an @idempotent_function's guard on its own store: it picks its own face
+            async with guard:
+                await self._body(item, guard)
+        elif self._inline and guard.config.powertools_cutover is None:
+            # A store called on the loop (or none): the guard's sync face, all its async one does. Not with a
+            # cut-over: its read of the Powertools table is network I/O, which the async face runs in a thread.
+            with guard:
+                await self._body(item, guard)
+        else:
+            guard._astore = self._store  # noqa: SLF001 - resolved once for the batch, not once per record
+            async with guard:
+                await self._body(item, guard)
+
+    async def _body(self, item: Item, guard: IdempotencyGuard) -> None:
+        if self._aholders is not None:
+            self._aholders.hold(guard)  # entered: records of the batch meeting its lock wait for it
+        result = self.handler(item.record) if self.guard_passing == NO_GUARD else self._call(item.record, guard)
+        if hasattr(type(result), "__await__"):  # an async handler (a plain def may return an awaitable too)
+            result = await result
+        if result is not None or guard.result is None:  # a handler may set guard.result and return None
+            guard.result = result
+
+    def _cancelled(
+        self,
+        item: Item,
+        guard: IdempotencyGuard,
+        cancelled: asyncio.CancelledError,
+        waiting_on: IdempotencyAlreadyInProgressError | None = None,
+    ) -> None:
+        """A record's body was cancelled by the deadline timer, or raised ``CancelledError`` itself.
+
+        Or, with ``waiting_on``, the record was waiting for a lock of its batch and its body had not started: cut
+        by the deadline timer, it is deferred, as a wait that runs out of time is.
+        """
+        item.key, item.release_error = guard.key, guard.release_error
+        task = asyncio.current_task()
+        if self._aborting or (task not in self._deadline_cancels and _cancelling(task)):
+            raise cancelled  # the invocation is being cancelled (or its loop shut down): not one record's failure
+        if task not in self._deadline_cancels:
+            self._fail(item, Outcome.FAILED, cancelled)
+            return
+        self._deadline_cancels.discard(task)
+        if hasattr(task, "uncancel"):  # Python 3.11+: the task carries on with the records after it
+            task.uncancel()
+        if guard.committed:  # the timer fired while the commit was in flight, and it landed
+            self._succeeded(item, guard)
+            return
+        if waiting_on is not None:
+            self._fail(item, Outcome.DEFERRED, waiting_on)
+            return
+        error = TimeoutError(
+            f"record {item.item_id} was cancelled: less than {self.settings.deadline_margin_ms} ms were left "
+            "before the Lambda deadline (its lock is left to expire; it is redelivered)"
+        )
+        error.__cause__ = cancelled
+        self._fail(item, Outcome.FAILED, error)
+
+    def _deadline_timer(self, workers: list[asyncio.Task[None]]) -> asyncio.TimerHandle | None:
+        if self._remaining is None or not self.cancel_at_deadline:
+            return None
+        left_ms = self._remaining() - self.settings.deadline_margin_ms
+        return asyncio.get_running_loop().call_later(max(0, left_ms) / 1000, self._deadline, workers)
+
+    def _deadline(self, workers: Iterable[asyncio.Task[None]]) -> None:
+        self._past_deadline = True
+        abandoned = False
+        for number, worker in enumerate(workers):
+            if not worker.done():
+                guard = self._in_flight.get(number)
+                if guard is not None:
+                    # Work the body handed to a thread (asyncio.to_thread, run_in_executor) is not stopped by a
+                    # cancellation: a released lock would let a redelivery run it again while it still runs.
+                    guard.release_on_failure = False
+                    abandoned = True
+                self._deadline_cancels.add(worker)
+                worker.cancel()
+        if abandoned:
+            # asyncio.run joins the loop's default executor before it returns, so a thread still running there
+            # would hold the partial response past the Lambda timeout. The loop gets a fresh executor; the old
+            # one, no longer the loop's, lets its threads finish on their own (or freeze with the process).
+            from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415 - only at a deadline
+
+            asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(thread_name_prefix="asyncio"))
+
+    def _settle_unreached(self) -> None:
+        # A worker cancelled by the deadline between two records never reached the rest of its groups.
+        for item in self.items:
+            if item.outcome is None:
+                self._fail(item, Outcome.DEFERRED, None)
+
+
+def _cancelling(task: asyncio.Task[Any] | None) -> bool:
+    """Whether someone asked ``task`` to cancel (Python 3.11+ can tell; before it, only our own flags can)."""
+    cancelling = getattr(task, "cancelling", None)
+    return cancelling is not None and cancelling() > 0

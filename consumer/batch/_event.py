@@ -1,0 +1,122 @@
+"""A batch's event in and its response out: reading the records, the response and summary types, the errors.
+
+:mod:`consumer.batch` and :mod:`consumer.batch._async_batch` share them; users import them from :mod:`consumer`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeAlias, TypedDict
+
+from consumer._errors import UnexpectedBatchTypeError
+from consumer.observability import Item, Outcome
+from consumer.sources import EventType, item_identifier, ordering_key, parse_record
+from persistence import LockLostError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from aws_lambda_typing.events import DynamoDBStreamEvent, KinesisStreamEvent, SQSEvent
+
+    from consumer.sources._kafka import KafkaItemIdentifier
+
+#: The events a batch processor takes (aws-lambda-typing's TypedDicts; plain dicts work the same).
+BatchEvent: TypeAlias = "SQSEvent | KinesisStreamEvent | DynamoDBStreamEvent | Mapping[str, Any]"
+
+
+class BatchItemFailure(TypedDict):
+    """One entry of ``batchItemFailures``: a record's id, or for Kafka its topic-partition and offset."""
+
+    itemIdentifier: str | KafkaItemIdentifier
+
+
+class PartialBatchResponse(TypedDict):
+    """What a handler returns with ``FunctionResponseTypes: [ReportBatchItemFailures]``."""
+
+    batchItemFailures: list[BatchItemFailure]
+
+
+@dataclass(frozen=True, slots=True)
+class BatchSummary:
+    """What one invocation did with its batch."""
+
+    event_type: str
+    records: int
+    processed: int
+    replayed: int
+    unguarded: int
+    failed: int
+    in_progress: int
+    skipped: int
+    deferred: int
+    duration_ms: float
+    lock_lost: int = 0  # of the failed: their commit was refused, another invocation took the record over
+
+
+def summarize(event_type: EventType, items: list[Item], duration_ms: float) -> BatchSummary:
+    counts = Counter(item.outcome for item in items)
+    lost = 0
+    if counts[Outcome.FAILED]:
+        lost = sum(1 for i in items if i.outcome is Outcome.FAILED and isinstance(i.error, LockLostError))
+    return BatchSummary(
+        event_type=event_type.value,
+        records=len(items),
+        duration_ms=round(duration_ms, 3),
+        lock_lost=lost,
+        **{outcome.value: counts[outcome] for outcome in Outcome},
+    )
+
+
+def records_of(event: BatchEvent, event_type: EventType) -> list[Any]:
+    """The event's records; an event without them (none at all included: Lambda never sends an empty batch) is
+    refused with the words Powertools' ``UnexpectedBatchTypeError`` starts with."""  # noqa: D205, D209 - one sentence
+    if event_type is EventType.KAFKA:
+        from consumer.sources._kafka import kafka_records  # noqa: PLC0415 - with the first Kafka batch: SQS never needs it
+
+        try:
+            records = kafka_records(event if isinstance(event, dict) else {})
+        except ValueError as e:
+            raise UnexpectedBatchTypeError(
+                f"Invalid Kafka event structure: {e}: is this a Kafka event (MSK or self-managed)?"
+            ) from e
+        if not records:
+            raise UnexpectedBatchTypeError("Invalid Kafka event structure: its 'records' object holds no record")
+        return records
+    listed = event.get("Records") if isinstance(event, dict) else None
+    if not isinstance(listed, list):
+        raise UnexpectedBatchTypeError(
+            "Unexpected batch event type: the event has no 'Records' list: is this a batch (SQS, Kinesis, "
+            "DynamoDB Streams; Kafka: EventType.KAFKA)?"
+        )
+    if not listed:
+        raise UnexpectedBatchTypeError("Unexpected batch event type: the event's 'Records' list is empty")
+    return listed
+
+
+def _parse_one(event_type: EventType, index: int, raw: Any) -> Item:
+    # Without its identifier a record cannot be reported failed: a record that cannot be parsed fails the whole
+    # invocation, so the batch is redelivered rather than lose it.
+    if not isinstance(raw, dict):
+        msg = f"record {index} of the batch is not a {event_type.value} record: not an object, got {type(raw).__name__}"
+        raise UnexpectedBatchTypeError(msg)
+    try:
+        record = parse_record(event_type, raw)
+    except KeyError as e:
+        msg = f"record {index} of the batch is not a {event_type.value} record: missing {e}"
+        raise UnexpectedBatchTypeError(msg) from e
+    except (TypeError, AttributeError) as e:
+        msg = f"record {index} of the batch is not a {event_type.value} record: a field of the wrong type ({e})"
+        raise UnexpectedBatchTypeError(msg) from e
+    except ValueError as e:  # a field that is there but unusable (a Kafka value that is not base64)
+        msg = f"record {index} of the batch is not a usable {event_type.value} record: {e}"
+        raise UnexpectedBatchTypeError(msg) from e
+    item_id = item_identifier(record)
+    if not isinstance(item_id, str) or not item_id:
+        # Lambda could not tell which record failed: fail the invocation, as for a missing identifier.
+        raise UnexpectedBatchTypeError(f"record {index} of the batch has no usable identifier: {item_id!r}")
+    return Item(raw, record, item_id, ordering_key(record))
+
+
+def parse(event_type: EventType, raws: list[Any]) -> list[Item]:
+    return [_parse_one(event_type, index, raw) for index, raw in enumerate(raws)]

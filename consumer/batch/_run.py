@@ -1,0 +1,278 @@
+"""One invocation's run over a batch: scheduling, ordering, failure propagation, the deadline."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextvars
+import threading
+import types
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from consumer._errors import AlreadyProcessed, IdempotencyAlreadyInProgressError, IdempotencyKeyError
+from consumer._handlers import LAMBDA_CONTEXT, NO_GUARD, OWN, POSITIONAL, guarded_function, handler_shape
+from consumer._reports import idempotency_disabled
+from consumer.batch._holders import BatchHolders, Waited, wait_budget_s, wait_for_holder
+from consumer.guard import IdempotencyGuard
+from consumer.observability import Item, Outcome
+from consumer.sources import EventType
+from persistence import InMemoryPersistenceLayer
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from concurrent.futures import ThreadPoolExecutor
+
+    from consumer._context import Clock, LambdaContext
+    from consumer._handlers import GuardedFunction
+    from consumer.config import IdempotencyConfig
+    from consumer.sources import Record
+    from persistence import AsyncPersistenceLayer, PersistenceLayer
+
+
+@dataclass(frozen=True, slots=True)
+class RunSettings:
+    """The processor's settings, as one run needs them."""
+
+    event_type: EventType
+    store: PersistenceLayer | AsyncPersistenceLayer | None  # None: only @idempotent_function handlers are guarded
+    config: IdempotencyConfig | None
+    clock: Clock
+    max_workers: int
+    deadline_margin_ms: int
+    stop_on_first_failure: bool
+    skip_group_on_error: bool
+
+
+#: Stands in for the store of a processor that has none: its guards are pass-throughs and never reach it.
+_NO_STORE = InMemoryPersistenceLayer()
+
+
+@dataclass
+class BatchRun:
+    """Runs the items of one batch through their guards and records each outcome."""
+
+    settings: RunSettings
+    handler: Callable[..., Any]
+    guard_passing: str
+    context: LambdaContext | None
+    items: list[Item]
+    pool: ThreadPoolExecutor | None = None
+    _disabled: bool = field(default_factory=idempotency_disabled)
+    _stopped: bool = False
+    _failed_groups: set[str] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _own: GuardedFunction | None = field(init=False, default=None)  # an @idempotent_function handler's guard
+    _own_context: bool = field(init=False, default=False)
+    _own_call: Callable[..., Any] | None = field(init=False, default=None)  # the undecorated function (bound)
+    _remaining: Callable[[], int] | None = field(init=False, default=None)
+    _holders: BatchHolders[threading.Event] | None = field(init=False, default=None)  # records run at once
+    _unstarted: int = field(init=False, default=0)  # groups not started yet
+    _busy: int = field(init=False, default=0)  # workers of the pool running a group
+
+    def __post_init__(self) -> None:
+        """An ``@idempotent_function`` record handler runs in its own guard, not in a second one of ours.
+
+        A context without ``get_remaining_time_in_millis`` (a test's stand-in) knows no deadline: none is kept.
+        """
+        self._remaining = getattr(self.context, "get_remaining_time_in_millis", None)
+        if self.guard_passing == OWN:
+            self._own = own = guarded_function(self.handler)
+            self._own_context = handler_shape(self.handler, async_ok=True).lambda_context
+            bound_to = getattr(self.handler, "__self__", None)  # a decorated method, handed over bound
+            call = own.function if own is not None else None
+            self._own_call = call if bound_to is None or call is None else types.MethodType(call, bound_to)
+
+    def run(self) -> None:
+        """Run every item; records sharing an ordering key run one after another, in order."""
+        if self.pool is None:
+            for item in self.items:
+                self._run_item(item)
+            return
+        self._holders = BatchHolders(threading.Event)  # records in threads may meet each other's locks
+        groups = self.groups()
+        self._unstarted = len(groups)
+        futures = [self.pool.submit(contextvars.copy_context().run, self._run_group, g) for g in groups]
+        # Every group finishes before anything is raised (a BaseException from a handler): no record may
+        # still be running, and commit, after the invocation has ended.
+        concurrent.futures.wait(futures)
+        for future in futures:
+            future.result()
+
+    def groups(self) -> list[list[Item]]:
+        """The items by ordering key, each group in batch order: what runs one after another."""
+        # Records without an ordering key still share a worker with their own duplicates (same id), so a
+        # duplicate replays after the first copy instead of failing on its lock.
+        groups: dict[object, list[Item]] = {}
+        for item in self.items:
+            groups.setdefault(("id", item.item_id) if item.group is None else item.group, []).append(item)
+        return list(groups.values())
+
+    def _run_group(self, items: list[Item]) -> None:
+        with self._lock:
+            self._unstarted, self._busy = self._unstarted - 1, self._busy + 1
+        try:
+            for item in items:
+                self._run_item(item)
+        finally:
+            with self._lock:
+                self._busy -= 1
+
+    def _blocked(self, item: Item) -> Outcome | None:
+        # Read without the lock: a flag or a set member written by another group's worker may be seen a
+        # record late either way; a group's own failure is written by the thread that reads it.
+        if self._stopped or (item.group is not None and item.group in self._failed_groups):
+            return Outcome.SKIPPED
+        # Exactly the margin left still starts the record: the margin is what a record may not go below.
+        # Negative remaining time is below any margin: no clamp needed here.
+        if self._remaining is not None and self._remaining() < self.settings.deadline_margin_ms:
+            return Outcome.DEFERRED
+        return None
+
+    def _skipped(self, item: Item) -> bool:
+        """Whether ``item`` must not run (its group or batch failed, or the deadline is near): then it failed."""
+        blocked = self._blocked(item)
+        if blocked is None:
+            return False
+        self._fail(item, blocked, None)  # not run: later records of its group (or batch) must not overtake it
+        return True
+
+    def _guard(self, item: Item) -> IdempotencyGuard:
+        guard = self._new_guard(item)
+        guard._batch_record = (item.item_id, self.settings.event_type.value)  # noqa: SLF001 - the processor logs it
+        return guard
+
+    def _new_guard(self, item: Item) -> IdempotencyGuard:
+        s, own = self.settings, self._own
+        if own is not None:  # the function's own guard: the key it takes when called with the typed record
+            return IdempotencyGuard(
+                item.raw,
+                store=own.store,
+                config=own.config,
+                context=self.context,
+                clock=own.clock,
+                key_prefix=own.key_prefix,
+                disabled=self._disabled,
+                output_serializer=own.output_serializer(),
+            )
+        if s.store is None:  # a processor without a store: a pass-through, the record runs without idempotency
+            return IdempotencyGuard(item.raw, store=_NO_STORE, context=self.context, disabled=True)
+        return IdempotencyGuard(
+            item.raw, store=s.store, config=s.config, context=self.context, clock=s.clock, disabled=self._disabled
+        )
+
+    def _run_item(self, item: Item) -> None:
+        retried: set[str] = set()  # the leases of this batch's records it tried again after
+        while not self._skipped(item):  # checked again before a retry: the batch may have stopped meanwhile
+            g = None
+            try:
+                g = self._guard(item)
+                conflict = self._guarded(item, g)
+                if conflict is None:
+                    self._succeeded(item, g)
+                    return
+                waited = self._wait_for_holder(conflict, g, retried)
+                if waited is Waited.RETRY:
+                    continue  # the holder was a record of this batch, and it ended: try again
+                self._unwaited(item, conflict, g, waited)
+            except Exception as e:  # noqa: BLE001 - any failure of one record is reported, never raised
+                self._failed(item, e, g)
+            return
+
+    def _guarded(self, item: Item, g: IdempotencyGuard) -> IdempotencyAlreadyInProgressError | None:
+        """Run ``item``'s handler in ``g``; or return the lock ``g``'s enter met, when records run at once.
+
+        Records of the batch that meet ``g``'s lock meanwhile know it is held by one of theirs.
+        """
+        holders = self._holders
+        if holders is None:
+            with g:
+                self._run_body(item, g)
+            return None
+        holders.begin(g)
+        try:
+            with g:
+                holders.hold(g)
+                self._run_body(item, g)
+        except IdempotencyAlreadyInProgressError as e:
+            if holders.entered(g):
+                raise  # a guard nested in the body met it: the body failed, not a lock to wait for
+            return e
+        finally:  # a BaseException too: whoever waits on this record wakes
+            holders.end(g)
+        return None
+
+    def _run_body(self, item: Item, g: IdempotencyGuard) -> None:
+        result = self.handler(item.record) if self.guard_passing == NO_GUARD else self._call(item.record, g)
+        if result is not None or g.result is None:  # a handler may set guard.result and return None
+            g.result = result
+
+    def _wait_budget_s(self, conflict: IdempotencyAlreadyInProgressError, guard: IdempotencyGuard) -> float | None:
+        """How long a record may wait for a record of this batch holding its key: until the deadline margin."""
+        remaining = None if self._remaining is None else self._remaining() - self.settings.deadline_margin_ms
+        return wait_budget_s(conflict, remaining, int(guard.clock() * 1000))
+
+    def _wait_for_holder(
+        self, conflict: IdempotencyAlreadyInProgressError, guard: IdempotencyGuard, retried: set[str]
+    ) -> Waited:
+        """Wait for the record of this batch holding the lock ``conflict`` met, if it is one of ours."""
+        assert self._holders is not None  # noqa: S101 - a conflict is returned only when records run at once
+        with self._lock:
+            queued = self._unstarted - (self.settings.max_workers - self._busy)  # groups no idle worker will take
+        if queued > 0:  # a wait would hold up a group that has no worker to run it
+            return Waited.NO_SPARE_WORKER
+        return wait_for_holder(self._holders, conflict, retried, self._wait_budget_s(conflict, guard))
+
+    def _unwaited(
+        self, item: Item, conflict: IdempotencyAlreadyInProgressError, guard: IdempotencyGuard, waited: Waited
+    ) -> None:
+        """``item`` met a lock it did not wait out: it is in progress elsewhere, or deferred.
+
+        Deferred: it waited for a record of its own batch until the deadline margin (with a Lambda context, the
+        margin comes before the holder's lock deadline), and was not run for lack of time.
+        """
+        if waited is Waited.OUT_OF_TIME and self._remaining is not None:
+            item.key = guard.key
+            self._fail(item, Outcome.DEFERRED, conflict)
+        else:
+            self._failed(item, conflict, guard)
+
+    @staticmethod
+    def _succeeded(item: Item, guard: IdempotencyGuard) -> None:
+        item.result, item.key = guard.result, guard.key
+        if guard.key is not None:
+            item.outcome = Outcome.PROCESSED
+            return
+        item.outcome = Outcome.UNGUARDED
+        why = guard._no_key()  # noqa: SLF001 - the record's guard, which the processor made
+        if why is not None:  # no key selected (not idempotency disabled): the error not raised, as it was allowed
+            item.error = IdempotencyKeyError(why)
+
+    def _failed(self, item: Item, error: Exception, guard: IdempotencyGuard | None) -> None:
+        if guard is not None:
+            item.key, item.release_error = guard.key, guard.release_error
+        if isinstance(error, AlreadyProcessed):  # from the record's own guard: a nested one's is a NestedReplayError
+            item.outcome, item.result = Outcome.REPLAYED, error.response
+        elif isinstance(error, IdempotencyAlreadyInProgressError):
+            self._fail(item, Outcome.IN_PROGRESS, error)
+        else:
+            self._fail(item, Outcome.FAILED, error)
+
+    def _call(self, record: Record, guard: IdempotencyGuard) -> Any:
+        if self.guard_passing == POSITIONAL:
+            return self.handler(record, guard)
+        if self._own is None or self._own_call is None:
+            return self.handler(record, guard=guard)
+        kwargs: dict[str, Any] = {self._own.data_keyword_argument: record}  # as Powertools' processor calls it
+        if self._own_context:
+            kwargs[LAMBDA_CONTEXT] = self.context
+        return self._own_call(**kwargs)
+
+    def _fail(self, item: Item, outcome: Outcome, error: BaseException | None) -> None:
+        item.outcome, item.error = outcome, error
+        s = self.settings
+        with self._lock:
+            if item.group is not None:
+                self._failed_groups.add(item.group)
+            fifo_stops = s.event_type is EventType.SQS_FIFO and not s.skip_group_on_error
+            if fifo_stops or s.stop_on_first_failure:
+                self._stopped = True

@@ -1,0 +1,288 @@
+"""Event sources: their records as typed objects, the id Lambda expects back, and their ordering keys.
+
+The sources wing owns what each source delivers: SQS, Kinesis and DynamoDB Streams here, Kafka's records and
+headers (``_kafka``), the header a key is read from (``_headers``), Powertools-shaped views of Kinesis and stream
+records (``_record_views``), DynamoDB's attribute values (``_attribute_values``) and what a key selection that
+selected nothing says about the record (``_missing_key``). Those modules load with the first record, batch or key
+that needs them. It may import the core and ``persistence``, no other wing.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import enum
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar, cast
+
+from consumer._serde import canonical_json
+from consumer.sources._attribute_values import deserialize_item
+from consumer.sources._raw_view import RawEventView
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from aws_lambda_typing.events.dynamodb_stream import DynamodbRecord
+    from aws_lambda_typing.events.kinesis_stream import KinesisStreamRecord
+    from aws_lambda_typing.events.sqs import SQSMessage
+
+    from consumer.sources._kafka import KafkaItemIdentifier, KafkaRecord
+    from consumer.sources._record_views import KinesisPayload, StreamRecordView
+
+
+class EventType(str, enum.Enum):
+    """The batch sources the processor reads. ``SQS`` becomes ``SQS_FIFO`` for a ``.fifo`` queue's records.
+
+    ``KinesisDataStreams``, ``DynamoDBStreams`` and ``Kafka`` are Powertools' names, aliases of ``KINESIS``,
+    ``DYNAMODB_STREAMS`` and ``KAFKA`` (the same members: ``EventType.KinesisDataStreams is EventType.KINESIS``).
+    ``KAFKA`` reads Amazon MSK (``eventSource`` ``aws:kafka``) and self-managed Apache Kafka (``SelfManagedKafka``).
+    """
+
+    SQS = "sqs"
+    SQS_FIFO = "sqs_fifo"
+    KINESIS = "kinesis"
+    DYNAMODB_STREAMS = "dynamodb"
+    KinesisDataStreams = "kinesis"  # noqa: PIE796 - an alias by design: Powertools' name for KINESIS
+    DynamoDBStreams = "dynamodb"  # noqa: PIE796 - Powertools' name for DYNAMODB_STREAMS
+    KAFKA = "kafka"
+    Kafka = "kafka"  # noqa: PIE796 - Powertools' name for KAFKA
+
+
+@dataclass(frozen=True, slots=True)
+class SQSRecord(RawEventView):
+    """An SQS message. ``raw`` is the record exactly as Lambda delivered it; ``record["body"]`` reads it too.
+
+    Attributes:
+        message_id: The message id (what ``batchItemFailures`` names).
+        body: The body text.
+        message_group_id: The FIFO group, ``None`` on a standard queue.
+        receive_count: How many times SQS has delivered the message.
+    """
+
+    __keyed_by_raw__ = True  # keys see key_data(): the message, never its delivery
+
+    raw: SQSMessage
+    message_id: str
+    body: str
+    message_group_id: str | None
+    receive_count: int
+
+    @property
+    def json_body(self) -> Any:
+        """The body parsed as JSON (parsed on each access)."""
+        return json.loads(self.body)
+
+    def key_data(self) -> dict[str, Any]:
+        """The message as idempotency keys see it: its raw event without what changes from one delivery to the
+        next (``receiptHandle``, the ``Approximate*`` attributes)."""  # noqa: D205, D209 - one sentence
+        raw: dict[str, Any] = {k: v for k, v in self.raw.items() if k != "receiptHandle"}
+        attributes = raw.get("attributes")
+        if isinstance(attributes, dict):
+            raw["attributes"] = {k: v for k, v in attributes.items() if not k.startswith("Approximate")}
+        return raw
+
+    @classmethod
+    def from_raw(cls, raw: SQSMessage) -> SQSRecord:
+        """Wrap a raw SQS record."""
+        attributes = raw.get("attributes") or {}
+        return cls(
+            raw=raw,
+            message_id=raw["messageId"],
+            body=raw.get("body") or "",
+            message_group_id=attributes.get("MessageGroupId"),
+            receive_count=int(attributes.get("ApproximateReceiveCount", 1)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class KinesisRecord(RawEventView):
+    """A Kinesis Data Streams record; ``record["kinesis"]`` reads its raw event.
+
+    Attributes:
+        event_id: ``shardId:sequenceNumber``.
+        sequence_number: What ``batchItemFailures`` names; Lambda resumes from the lowest one reported.
+        partition_key: The ordering key.
+    """
+
+    __keyed_by_raw__ = True  # keys see key_data(): its raw event (the same on every delivery)
+
+    raw: KinesisStreamRecord
+    event_id: str
+    sequence_number: str
+    partition_key: str
+
+    @property
+    def data(self) -> bytes:
+        """The payload, base64-decoded.
+
+        Raises:
+            ValueError: The data is not valid base64 (names the sequence number).
+        """
+        try:
+            return base64.b64decode(self.raw["kinesis"]["data"], validate=True)
+        except (binascii.Error, ValueError) as e:
+            msg = f"Kinesis record {self.sequence_number}: data is not valid base64: {e}"
+            raise ValueError(msg) from e
+
+    @property
+    def text(self) -> str:
+        """The payload as UTF-8 text."""
+        return self.data.decode()
+
+    @property
+    def json_data(self) -> Any:
+        """The payload parsed as JSON."""
+        return json.loads(self.data)
+
+    @property
+    def kinesis(self) -> KinesisPayload:
+        """Powertools' shape of the payload: ``record.kinesis.data_as_text()`` and the like."""
+        from consumer.sources._record_views import KinesisPayload  # noqa: PLC0415 - by the first use: SQS never needs it
+
+        return KinesisPayload(self)
+
+    def key_data(self) -> KinesisStreamRecord:
+        """The record as idempotency keys see it: its raw event, the same on every delivery."""
+        return self.raw
+
+    @classmethod
+    def from_raw(cls, raw: KinesisStreamRecord) -> KinesisRecord:
+        """Wrap a raw Kinesis record."""
+        kinesis = raw["kinesis"]
+        return cls(raw, raw.get("eventID", ""), kinesis["sequenceNumber"], kinesis.get("partitionKey", ""))
+
+
+@dataclass(frozen=True, slots=True)
+class DynamoDBStreamRecord(RawEventView):
+    """A DynamoDB Streams record, with its images as plain dicts (numbers as ``int`` or ``Decimal``).
+
+    ``record["dynamodb"]`` reads its raw event; ``keys`` is the item's key attributes, not the raw event's names
+    (those are ``record.raw.keys()``).
+
+    Attributes:
+        event_id: The stream record's id.
+        event_name: ``INSERT``, ``MODIFY`` or ``REMOVE``.
+        sequence_number: What ``batchItemFailures`` names.
+        keys: The item's key attributes (the ordering key).
+    """
+
+    __keyed_by_raw__ = True  # keys see key_data(): its raw event (the same on every delivery)
+
+    raw: DynamodbRecord
+    event_id: str
+    event_name: str
+    sequence_number: str
+    keys: dict[str, Any]  # type: ignore[assignment] # the item's keys (typed attribute); the raw names: raw.keys()
+
+    @property
+    def new_image(self) -> dict[str, Any] | None:
+        """The item after the change, if the stream carries it."""
+        image = self.raw["dynamodb"].get("NewImage")
+        return None if image is None else deserialize_item(image)
+
+    @property
+    def old_image(self) -> dict[str, Any] | None:
+        """The item before the change, if the stream carries it."""
+        image = self.raw["dynamodb"].get("OldImage")
+        return None if image is None else deserialize_item(image)
+
+    @property
+    def dynamodb(self) -> StreamRecordView:
+        """Powertools' shape of the change: ``record.dynamodb.new_image`` and the like (plain values)."""
+        from consumer.sources._record_views import StreamRecordView  # noqa: PLC0415 - by the first use: SQS never needs it
+
+        return StreamRecordView(self)
+
+    def key_data(self) -> DynamodbRecord:
+        """The record as idempotency keys see it: its raw event, the same on every delivery."""
+        return self.raw
+
+    @classmethod
+    def from_raw(cls, raw: DynamodbRecord) -> DynamoDBStreamRecord:
+        """Wrap a raw DynamoDB Streams record."""
+        stream = raw["dynamodb"]
+        keys = deserialize_item(stream.get("Keys") or {})
+        return cls(raw, raw.get("eventID", ""), raw.get("eventName", ""), stream["SequenceNumber"], keys)
+
+
+Record: TypeAlias = "SQSRecord | KinesisRecord | DynamoDBStreamRecord | KafkaRecord"
+
+#: The typed record a batch processor hands its record handler: ``BatchProcessor(EventType.SQS, ...)`` is a
+#: ``BatchProcessor[SQSRecord]``, and mypy rejects a handler of another source's records.
+RecordT = TypeVar("RecordT", bound="SQSRecord | KinesisRecord | DynamoDBStreamRecord | KafkaRecord")
+
+if TYPE_CHECKING:  # the event types of each record class (an alias of a member belongs in its list too)
+    SQSEventType: TypeAlias = Literal[EventType.SQS, EventType.SQS_FIFO]
+    KinesisEventType: TypeAlias = Literal[EventType.KINESIS, EventType.KinesisDataStreams]
+    DynamoDBStreamsEventType: TypeAlias = Literal[EventType.DYNAMODB_STREAMS, EventType.DynamoDBStreams]
+    KafkaEventType: TypeAlias = Literal[EventType.KAFKA, EventType.Kafka]
+
+
+def resolve_event_type(event_type: EventType, records: list[Any]) -> EventType:
+    """``SQS`` becomes ``SQS_FIFO`` when the records come from a ``.fifo`` queue."""
+    first = records[0] if records else None
+    if (
+        event_type is EventType.SQS
+        and isinstance(first, dict)
+        and str(first.get("eventSourceARN", "")).endswith(".fifo")
+    ):
+        return EventType.SQS_FIFO
+    return event_type
+
+
+def parse_record(event_type: EventType, raw: Mapping[str, Any]) -> Record:
+    """Wrap ``raw`` as the typed record of ``event_type`` (raises ``KeyError``/``TypeError`` when malformed)."""
+    if event_type in (EventType.SQS, EventType.SQS_FIFO):
+        return SQSRecord.from_raw(cast("SQSMessage", raw))
+    if event_type is EventType.KINESIS:
+        return KinesisRecord.from_raw(cast("KinesisStreamRecord", raw))
+    if event_type is EventType.KAFKA:
+        from consumer.sources._kafka import KafkaRecord  # noqa: PLC0415 - with the first Kafka batch: SQS never needs it
+
+        return KafkaRecord.from_raw(raw)
+    return DynamoDBStreamRecord.from_raw(cast("DynamodbRecord", raw))
+
+
+def item_identifier(record: Record) -> str:
+    """The record's id: SQS ``messageId``, a stream's sequence number, Kafka's ``<topic>-<partition>@<offset>``.
+
+    ``batchItemFailures`` names it by this id, but a Kafka record by an object (see :func:`failure_identifier`).
+    """
+    if isinstance(record, SQSRecord):
+        return record.message_id
+    if isinstance(record, (KinesisRecord, DynamoDBStreamRecord)):
+        return record.sequence_number
+    return f"{record.topic_partition}@{record.offset}"
+
+
+def failure_identifier(record: Record, item_id: str) -> str | KafkaItemIdentifier:
+    """What ``batchItemFailures`` names: ``item_id``, but for a Kafka record an object (partition and offset)."""
+    if isinstance(record, (SQSRecord, KinesisRecord, DynamoDBStreamRecord)):
+        return item_id
+    return record.item_identifier()
+
+
+def ordering_key(record: Record) -> str | None:
+    """Records sharing this key run one after another, in order; ``None``: no ordering."""
+    if isinstance(record, SQSRecord):
+        return record.message_group_id
+    if isinstance(record, KinesisRecord):
+        return record.partition_key
+    if isinstance(record, DynamoDBStreamRecord):
+        return canonical_json(record.keys)
+    return record.topic_partition
+
+
+HEADERLESS_SOURCES = (EventType.KINESIS.value, EventType.DYNAMODB_STREAMS.value)  # records without headers to key on
+
+
+def refuse_key_header(source: str) -> None:
+    """Refuse ``key_header`` for a source whose records have no headers (``source``: an ``EventType`` value).
+
+    Raises:
+        ValueError: ``source`` is Kinesis or DynamoDB Streams.
+    """
+    if source in HEADERLESS_SOURCES:
+        msg = f"key_header: {source} records carry no headers; select the key with event_key_jmespath"
+        raise ValueError(msg)
