@@ -196,6 +196,14 @@ class AsyncBatchProcessor(_Processor[RecordT]):
         super()._keep(batch)
         self._latest.batch = batch  # read by code outside the task that processed it (after asyncio.run)
 
+    def _last_batch(self) -> _Batch | None:
+        """In a task, its own last batch; in sync code, the last one a run on this thread kept.
+
+        ``asyncio.run`` processes in a copy of the caller's context: sync code reads the thread's latest, never a
+        batch an earlier call left in its own context.
+        """
+        return self._last.get(None) if loop_running() else getattr(self._latest, "batch", None)
+
     @overload
     async def process(self) -> list[tuple[str, Any, Any]]: ...
     @overload
@@ -248,10 +256,7 @@ class AsyncBatchProcessor(_Processor[RecordT]):
 
         if loop_running():
             return call  # type: ignore[return-value]  # awaited by the coroutine that called us
-        try:
-            return asyncio.run(call)
-        finally:  # what the loop's copy of the context kept, in the caller's context too (processor.summary)
-            self._keep(getattr(self._latest, "batch", None))
+        return asyncio.run(call)
 
     async def _run(
         self,

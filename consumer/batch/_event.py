@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from aws_lambda_typing.events import DynamoDBStreamEvent, KinesisStreamEvent, SQSEvent
 
+    from consumer.config import IdempotencyConfig
     from consumer.sources._kafka import KafkaItemIdentifier
 
 #: The events a batch processor takes (aws-lambda-typing's TypedDicts; plain dicts work the same).
@@ -99,6 +100,31 @@ def checked_records(records: Any) -> list[Any]:
     if not isinstance(records, list):
         msg = f"processor(records, handler) takes the event's list of records, got {type(records).__name__}"
         raise UnexpectedBatchTypeError(msg)
+    return records
+
+
+def refuse_kafka_without_cluster(
+    event_type: EventType, config: IdempotencyConfig | None, records: list[Any]
+) -> list[Any]:
+    """``records`` for ``processor(records, handler)``; Kafka records without their cluster are refused.
+
+    Handed without their event, Kafka records carry neither ``eventSourceArn`` nor ``bootstrapServers``: their
+    default key (topic, partition, offset) would be every cluster's, and a record of another cluster would replay
+    this one's result. A key expression or ``key_header`` says what a key is instead.
+
+    Raises:
+        UnexpectedBatchTypeError: A Kafka record without its cluster, under the default key.
+    """
+    if event_type is not EventType.KAFKA or (config is not None and (config.event_key_jmespath or config.key_header)):
+        return records
+    for index, raw in enumerate(records):
+        if isinstance(raw, dict) and not (raw.get("eventSourceArn") or raw.get("bootstrapServers")):
+            msg = (
+                f"Kafka record {index} has no eventSourceArn or bootstrapServers: handed without its event, its "
+                "default key (topic, partition, offset) names no cluster; pass the event to process(event, handler), "
+                "or set event_key_jmespath"
+            )
+            raise UnexpectedBatchTypeError(msg)
     return records
 
 

@@ -20,6 +20,7 @@ from consumer.batch._event import (
     checked_records,
     parse,
     records_of,
+    refuse_kafka_without_cluster,
     summarize,
 )
 from consumer.batch._record_model import check_model
@@ -132,21 +133,22 @@ class _Processor(Generic[RecordT]):
         # here, since asyncio.run() processes in a copy of the caller's context; the sync one never sets it.
         self._latest = threading.local()
         # Powertools' `with processor(records, handler):` form: the call of this thread (or task), never shared.
-        self._calls: contextvars.ContextVar[_Call | None] = contextvars.ContextVar(
-            f"idempotent_consumer_call_{id(self)}", default=None
+        # A stack: an inner block (nested, same processor) ends by giving the outer block its own call back.
+        self._calls: contextvars.ContextVar[tuple[_Call, ...]] = contextvars.ContextVar(
+            f"idempotent_consumer_call_{id(self)}", default=()
         )
         self._warned_unguarded = False
 
     @property
     def summary(self) -> BatchSummary | None:
         """What the last batch processed by this thread (or task) did; ``None`` before the first."""
-        last = self._last.get(getattr(self._latest, "batch", None))
+        last = self._last_batch()
         return None if last is None else last.summary
 
     @property
     def items(self) -> list[Item]:
         """The records of the last batch processed by this thread (or task), with their outcomes."""
-        last = self._last.get(getattr(self._latest, "batch", None))
+        last = self._last_batch()
         return [] if last is None else last.items
 
     @property
@@ -166,7 +168,7 @@ class _Processor(Generic[RecordT]):
             RuntimeError: No batch was processed here, or its run was interrupted: there is no response that
                 could be returned without acknowledging records that did not run.
         """
-        last = self._last.get(getattr(self._latest, "batch", None))
+        last = self._last_batch()
         if last is None or last.response is None:
             msg = f"{type(self).__name__}.response(): no batch was processed in this thread (or task)"
             raise RuntimeError(msg)
@@ -184,12 +186,14 @@ class _Processor(Generic[RecordT]):
         Raises:
             UnexpectedBatchTypeError: ``records`` is not a list.
         """
-        self._calls.set(_Call(checked_records(records), handler, lambda_context))
+        call = _Call(refuse_kafka_without_cluster(self.event_type, self._settings.config, checked_records(records)),
+                     handler, lambda_context)  # fmt: skip
+        self._calls.set((*self._calls.get(), call))
         return self
 
     def __enter__(self) -> Self:
         """The processor itself; ``processor(records, handler)`` must have been called first."""
-        if self._calls.get() is None:
+        if not self._calls.get():
             name = type(self).__name__
             msg = f"use `with processor(records, record_handler, lambda_context=context):` to enter a {name}"
             raise TypeError(msg)
@@ -204,9 +208,12 @@ class _Processor(Generic[RecordT]):
             RuntimeError: The block ended normally without processing its records: none ran, and none may be
                 acknowledged (Lambda would delete them).
         """
-        call = self._calls.get()
-        self._calls.set(None)
-        if exc is not None or call is None:
+        calls = self._calls.get()
+        if not calls:
+            return
+        call = calls[-1]
+        self._calls.set(calls[:-1])  # the outer block, if any, gets its own call back
+        if exc is not None:
             return  # the block's own exception propagates
         if call.batch is None:
             msg = (
@@ -220,16 +227,20 @@ class _Processor(Generic[RecordT]):
 
     def _block_call(self) -> _Call:
         """The ``processor(records, handler)`` call of this thread's (or task's) block, for ``process()``."""
-        call = self._calls.get()
-        if call is None:
+        calls = self._calls.get()
+        if not calls:
             msg = (
                 "process() without arguments runs inside `with processor(records, record_handler):`; or pass the event"
             )
             raise TypeError(msg)
-        return call
+        return calls[-1]
 
     def _keep(self, batch: _Batch | None) -> None:
         self._last.set(batch)
+
+    def _last_batch(self) -> _Batch | None:
+        """The last batch processed by this thread (or task)."""
+        return self._last.get(None)
 
     def _start(
         self,

@@ -21,6 +21,8 @@ from consumer import (
     BatchProcessingError,
     BatchProcessor,
     EventType,
+    IdempotencyConfig,
+    UnexpectedBatchTypeError,
     async_batch_processor,
     async_process_partial_response,
     batch_processor,
@@ -345,3 +347,64 @@ def test_async_process_partial_response_is_awaited_in_a_coroutine():
 def test_async_process_partial_response_takes_an_async_processor():
     with pytest.raises(TypeError, match="takes an AsyncBatchProcessor"):
         async_process_partial_response(sqs_event(sqs_record("a", 1)), int, BatchProcessor(EventType.SQS))
+
+
+def _fails_on_bad(record):
+    if record.body == "bad":
+        raise ValueError("bad record")
+    return record.body
+
+
+def test_a_nested_block_gives_the_outer_block_its_own_call_back():
+    # The inner block ended by clearing the call: the outer block then kept no batch, and response() answered the
+    # inner block's, acknowledging the outer's failed record.
+    processor = BatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer())
+    outer = [sqs_record("a1", "bad", raw_body=True), sqs_record("a2", "ok", raw_body=True)]
+    with processor(outer, _fails_on_bad):
+        processor.process()
+        with processor([sqs_record("b1", "ok", raw_body=True)], _fails_on_bad):
+            processor.process()
+    assert processor.response() == {"batchItemFailures": [{"itemIdentifier": "a1"}]}
+
+
+def test_an_outer_block_that_processed_nothing_raises_though_an_inner_one_did():
+    processor = BatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer())
+    refused = pytest.raises(RuntimeError, match="ended without processing its records")
+    outer, inner = [sqs_record("a1", "ok", raw_body=True)], [sqs_record("b1", "ok", raw_body=True)]
+    with refused, processor(outer, _fails_on_bad), processor(inner, _fails_on_bad):  # the inner block inside the outer
+        processor.process()
+
+
+def test_kafka_records_handed_without_their_cluster_are_refused_under_the_default_key():
+    # Without eventSourceArn or bootstrapServers, two clusters' records at one offset shared a key: the second
+    # replayed the first's result and its body never ran.
+    record = {"topic": "orders", "partition": 0, "offset": 5, "timestamp": 1, "timestampType": "CREATE_TIME",
+              "key": None, "value": "b2s=", "headers": []}  # fmt: skip
+    processor = BatchProcessor(EventType.KAFKA, store=InMemoryPersistenceLayer())
+    with pytest.raises(UnexpectedBatchTypeError, match="has no eventSourceArn or bootstrapServers"):
+        processor([record], lambda r: 1)
+    keyed = BatchProcessor(EventType.KAFKA, store=InMemoryPersistenceLayer(), config=IdempotencyConfig(
+        event_key_jmespath="[topic, partition, offset]"))  # fmt: skip
+    with keyed([record], lambda r: 1):
+        keyed.process()
+    assert keyed.response() == {"batchItemFailures": []}
+
+
+def test_an_async_processors_response_is_this_threads_latest_batch():
+    # A sync call left its batch in the caller's context; a later asyncio.run processed another in a copy of it,
+    # and response() answered the first.
+    async def handler(record):
+        if record.body == "bad":
+            raise ValueError("bad record")
+        return 1
+
+    processor = AsyncBatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer())
+    first = async_process_partial_response(sqs_event(sqs_record("a", "ok", raw_body=True)), handler, processor)
+    assert first == {"batchItemFailures": []}
+
+    async def invocation(event):
+        await processor.process(event, handler, None)
+
+    asyncio.run(invocation(sqs_event(sqs_record("b", "bad", raw_body=True), sqs_record("c", "ok", raw_body=True))))
+    assert processor.response() == {"batchItemFailures": [{"itemIdentifier": "b"}]}
+    assert processor.summary.records == 2
