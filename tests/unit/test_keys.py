@@ -101,6 +101,13 @@ def test_undecodable_input_is_a_key_error_naming_the_expression(expression, reco
     assert caught.value.__cause__ is not None
 
 
+def test_a_function_given_a_value_of_another_type_is_a_key_error_naming_the_types_it_takes():
+    with pytest.raises(IdempotencyKeyError) as refused:
+        make_key({"messageId": "m-1", "amount": 5}, IdempotencyConfig(event_key_jmespath="length(amount)"))
+    said = "length() takes string, array, object, got number"
+    assert str(refused.value) == f"event_key_jmespath 'length(amount)' failed on record 'm-1': {said}"
+
+
 @pytest.mark.parametrize("selection", [0, False, "0"])
 def test_falsy_values_are_valid_keys(selection):
     assert make_key({"k": selection}, IdempotencyConfig(event_key_jmespath="k")) is not None
@@ -275,6 +282,34 @@ def test_plain_json_data_is_not_copied_to_select_a_key(monkeypatch):
     make_key(record, IdempotencyConfig(event_key_jmespath="order.order_id"))
     assert len(seen) == 1
     assert seen[0] is record
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "tenant",
+        "@",
+        "`1`",
+        "'t-1'",
+        "[tenant, messageId]",
+        "tenant || messageId",
+        "tenant && messageId",
+        "!tenant",
+        "header(@, 'Idempotency-Key')",
+        "header(@, 'Idempotency-Key') || messageId",
+    ],
+)
+def test_a_record_holding_a_dataclass_is_not_walked_for_an_expression_reading_its_top_level(expression):
+    # Walking converts every dataclass, model and typed record of the record (a copy, on the hot path): only an
+    # expression that reads below the top level needs it. The top level, its literals and a producer's header
+    # select the same from the record as it is (a whole dataclass selected hashes as its converted form).
+    record = {"messageId": "m-1", "tenant": "t-1", "order": Order("o-1")}
+    assert keys.selectable(record, compile_expression(expression)) is record
+
+
+def test_a_function_other_than_header_reads_a_dataclass_as_its_fields():
+    record = {"messageId": "m-1", "order": Order("o-1")}
+    assert make_key(record, IdempotencyConfig(event_key_jmespath="length(order)")) == "local#" + digest(2)
 
 
 def _keys_within(seconds, data, config):
