@@ -367,6 +367,36 @@ def test_a_part_reached_deep_first_is_selected_from_where_it_is_shallow():
     )
 
 
+@pytest.mark.parametrize("container", ["dict", "list"])
+def test_the_walk_converts_values_down_to_64_levels_and_leaves_deeper_ones_as_they_are(container):
+    # The walk's cost per record is bounded, and what a key selects does not move between releases (keys are
+    # stored): a dataclass below 64 levels of containers is seen into; deeper, JMESPath sees it as it is (nothing).
+    def nested(levels):  # the dataclass in a container under ``levels`` more
+        record: object = Order("o-1")
+        for _ in range(levels + 1):
+            record = {"x": record} if container == "dict" else [record]
+        path = "x." * (levels + 1) if container == "dict" else "[0]" * (levels + 1) + "."
+        return record, IdempotencyConfig(event_key_jmespath=f"{path}order_id")
+
+    assert make_key(*nested(64)) == "local#" + digest("o-1")
+    with pytest.raises(IdempotencyKeyError, match="selected nothing"):
+        make_key(*nested(65))
+
+
+@pytest.mark.parametrize(
+    ("record", "named"),
+    [
+        ({"topic": "orders", "partition": 0, "offset": 7}, "Kafka record orders-0@7"),
+        ({"messageId": "m-1", "offset": 7}, "record 'm-1'"),  # an offset alone makes no Kafka record
+        ({"messageId": "m-1", "topic": "orders"}, "record 'm-1'"),
+        ({"id": 7, "detail-type": "Paid"}, "the record"),  # an id that is no text is not quoted
+        (["offset", "topic"], "the record"),
+    ],
+)
+def test_a_key_error_names_a_kafka_record_by_its_place_and_any_other_by_its_own_id(record, named):
+    assert keys.record_named(record) == named
+
+
 def _body_number(text: str) -> str | None:
     return make_key({"body": f'{{"n": {text}}}'}, IdempotencyConfig(event_key_jmespath="powertools_json(body).n"))
 

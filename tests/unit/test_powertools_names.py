@@ -159,6 +159,12 @@ def test_a_registered_context_past_its_deadline_is_not_used():
     assert current_lambda_context() is None
 
 
+def test_a_registered_context_counts_to_its_last_millisecond():
+    context = FakeContext(remaining_ms=1)
+    IdempotencyConfig().register_lambda_context(context)
+    assert current_lambda_context() is context
+
+
 def test_registering_none_unregisters_and_with_blocks_come_first():
     config, context, inner = IdempotencyConfig(), FakeContext(), FakeContext()
     config.register_lambda_context(context)
