@@ -645,12 +645,24 @@ def test_an_async_or_generator_handler_is_refused_by_its_name(store):
     def charge_lazily(record):
         yield 1
 
+    async def charge_async_lazily(record):
+        yield 1
+
     processor = BatchProcessor(EventType.SQS, store=store)
     event = sqs_event(sqs_record("m-1", 1))
-    with pytest.raises(TypeError, match=r"^record handler .*charge_async is async"):
-        process_partial_response(event, charge_async, processor)
-    with pytest.raises(TypeError, match=r"^record handler .*charge_lazily is a generator function"):
-        process_partial_response(event, charge_lazily, processor)
+    awaitable = (
+        "is async: calling it returns an awaitable, not a result, so the record would be committed without its body "
+        "running. Use AsyncBatchProcessor (or a plain def)."
+    )
+    lazy = "calling it runs nothing until {}. Return a value (e.g. a list) instead."
+    for handler, why in [
+        (charge_async, awaitable),
+        (charge_lazily, "is a generator function: " + lazy.format("the generator is consumed")),
+        (charge_async_lazily, "is an async generator function: " + lazy.format("it is iterated")),
+    ]:
+        with pytest.raises(TypeError) as refused:
+            process_partial_response(event, handler, processor)
+        assert str(refused.value) == f"record handler {handler.__qualname__} {why}"
 
 
 def test_a_handler_without_a_readable_signature_gets_only_the_record(store):

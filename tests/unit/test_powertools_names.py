@@ -365,9 +365,15 @@ def test_a_decorator_stacked_above_an_idempotent_function_handler_is_refused_not
         ran.append(record.message_id)
 
     event = sqs_event(sqs_record("m-1", 1))
-    with pytest.raises(TypeError, match="wraps an @idempotent_function"):
+    with pytest.raises(TypeError, match="wraps an @idempotent_function") as refused:
         process_partial_response(event, above, BatchProcessor(EventType.SQS))
     assert ran == []
+    assert str(refused.value) == (
+        f"record handler {above.__qualname__} wraps an @idempotent_function (a decorator above it copied its "
+        "attributes with functools.wraps): the processor would run the record in that function's guard and skip "
+        "your wrapper. Put @idempotent_function outermost (directly above def), or call the wrapped function from a "
+        "plain record handler"
+    )
 
     @idempotent_function(data_keyword_argument="record", persistence_store=store)
     @_audited
