@@ -300,10 +300,7 @@ class IdempotencyGuard:
         held, complete, failure = self._closing(exc)
         if complete is not None:
             self._committed(*commit(self._sync_store(), held, complete, self._writes, self._release_failed))
-            if failure is not None:
-                raise failure  # stopped while its result was being stored: committed without it first
-            return False
-        if held is not None:
+        elif held is not None:
             try:
                 self._sync_store().release(held)
             except Exception as e:  # noqa: BLE001 - any store's failure: the body's exception still wins
@@ -337,10 +334,7 @@ class IdempotencyGuard:
             if cancelled is not None:  # the commit's answer came first: acted on, the cancellation goes on
                 raise cancelled from (None if done.cancelled() else done.exception())
             done.result()  # the store's error, if any
-            if failure is not None:
-                raise failure  # stopped while its result was being stored: committed without it first
-            return False
-        if held is not None:
+        elif held is not None:
             try:
                 await settled(store.release(held))
             except Exception as e:  # noqa: BLE001 - any store's failure: the body's exception still wins
@@ -378,9 +372,11 @@ class IdempotencyGuard:
         return held, complete, interrupted
 
     def _closed(self, exc: BaseException | None, failure: BaseException | None) -> Literal[False]:
-        """After a release (or with nothing held): raise what the body's exit calls for, else return False."""
+        """After the commit or the release (or with nothing held): raise what the body's exit calls for, else False."""
         if failure is not None and failure is not exc:
-            raise failure  # the refusal of an unrun result, chained to its cause
+            # The refusal of an unrun result, chained to its cause; or what stopped the result's storing, once the
+            # record is committed without it.
+            raise failure
         if isinstance(exc, AlreadyProcessed):
             # Only our own __enter__ may say "done"; __exit__ never runs after it raised.
             raise NestedReplayError.escaping(self.key, exc) from exc
