@@ -27,8 +27,27 @@ if TYPE_CHECKING:
     from aws_lambda_typing.events.kinesis_stream import KinesisStreamRecord
     from aws_lambda_typing.events.sqs import SQSMessage
 
-    from consumer.sources._kafka import KafkaItemIdentifier, KafkaRecord
+    from consumer.sources._kafka import KafkaHeaders as KafkaHeaders
+    from consumer.sources._kafka import KafkaItemIdentifier as KafkaItemIdentifier
+    from consumer.sources._kafka import KafkaRecord as KafkaRecord
+    from consumer.sources._kafka import as_delivered as as_delivered
+    from consumer.sources._kafka import is_kafka_event as is_kafka_event
+    from consumer.sources._kafka import kafka_records as kafka_records
     from consumer.sources._record_views import KinesisPayload, StreamRecordView
+
+#: Kafka's names, which load with the first use of one (:mod:`consumer.sources._kafka`): SQS never needs them.
+_KAFKA_NAMES = frozenset(
+    ("KafkaHeaders", "KafkaItemIdentifier", "KafkaRecord", "as_delivered", "is_kafka_event", "kafka_records")
+)
+
+
+def __getattr__(name: str) -> object:
+    """Import :mod:`consumer.sources._kafka` when one of its public names is first used, and return the name."""
+    if name not in _KAFKA_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from consumer.sources import _kafka  # noqa: PLC0415 - with the first Kafka name: SQS never needs it
+
+    return getattr(_kafka, name)
 
 
 class EventType(str, enum.Enum):
