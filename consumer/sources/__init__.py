@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar, cast
 
 from consumer._serde import canonical_json
 from consumer.sources._attribute_values import deserialize_item
-from consumer.sources._raw_view import RawEventView
+from consumer.sources._raw_view import KeyedByRaw
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -69,7 +69,7 @@ class EventType(str, enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
-class SQSRecord(RawEventView):
+class SQSRecord(KeyedByRaw):
     """An SQS message. ``raw`` is the record exactly as Lambda delivered it; ``record["body"]`` reads it too.
 
     Attributes:
@@ -78,8 +78,6 @@ class SQSRecord(RawEventView):
         message_group_id: The FIFO group, ``None`` on a standard queue.
         receive_count: How many times SQS has delivered the message.
     """
-
-    __keyed_by_raw__ = True  # keys see key_data(): the message, never its delivery
 
     raw: SQSMessage
     message_id: str
@@ -115,7 +113,7 @@ class SQSRecord(RawEventView):
 
 
 @dataclass(frozen=True, slots=True)
-class KinesisRecord(RawEventView):
+class KinesisRecord(KeyedByRaw):
     """A Kinesis Data Streams record; ``record["kinesis"]`` reads its raw event.
 
     Attributes:
@@ -123,8 +121,6 @@ class KinesisRecord(RawEventView):
         sequence_number: What ``batchItemFailures`` names; Lambda resumes from the lowest one reported.
         partition_key: The ordering key.
     """
-
-    __keyed_by_raw__ = True  # keys see key_data(): its raw event (the same on every delivery)
 
     raw: KinesisStreamRecord
     event_id: str
@@ -161,10 +157,6 @@ class KinesisRecord(RawEventView):
 
         return KinesisPayload(self)
 
-    def key_data(self) -> KinesisStreamRecord:
-        """The record as idempotency keys see it: its raw event, the same on every delivery."""
-        return self.raw
-
     @classmethod
     def from_raw(cls, raw: KinesisStreamRecord) -> KinesisRecord:
         """Wrap a raw Kinesis record."""
@@ -173,7 +165,7 @@ class KinesisRecord(RawEventView):
 
 
 @dataclass(frozen=True, slots=True)
-class DynamoDBStreamRecord(RawEventView):
+class DynamoDBStreamRecord(KeyedByRaw):
     """A DynamoDB Streams record, with its images as plain dicts (numbers as ``int`` or ``Decimal``).
 
     ``record["dynamodb"]`` reads its raw event; ``keys`` is the item's key attributes, not the raw event's names
@@ -185,8 +177,6 @@ class DynamoDBStreamRecord(RawEventView):
         sequence_number: What ``batchItemFailures`` names.
         keys: The item's key attributes (the ordering key).
     """
-
-    __keyed_by_raw__ = True  # keys see key_data(): its raw event (the same on every delivery)
 
     raw: DynamodbRecord
     event_id: str
@@ -212,10 +202,6 @@ class DynamoDBStreamRecord(RawEventView):
         from consumer.sources._record_views import StreamRecordView  # noqa: PLC0415 - by the first use: SQS never needs it
 
         return StreamRecordView(self)
-
-    def key_data(self) -> DynamodbRecord:
-        """The record as idempotency keys see it: its raw event, the same on every delivery."""
-        return self.raw
 
     @classmethod
     def from_raw(cls, raw: DynamodbRecord) -> DynamoDBStreamRecord:
