@@ -305,7 +305,7 @@ class IdempotencyGuard:
                 self._sync_store().release(held)
             except Exception as e:  # noqa: BLE001 - any store's failure: the body's exception still wins
                 self._release_failed(held, failure, e)
-        return self._closed(exc, failure)
+        return False if exc is None and failure is None else self._closed(exc, failure)  # per record: no call
 
     async def __aexit__(
         self,
