@@ -26,7 +26,6 @@ import datetime as dt
 import hashlib
 import logging
 import os
-import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +45,13 @@ from consumer.powertools._formats import (
     powertools_payload,
     stored_response,
 )
-from persistence import IdempotencyRecord, ItemTooLargeError, PersistenceLayerError, RecordStatus
+from persistence import (
+    DynamoDBPersistenceLayer,
+    IdempotencyRecord,
+    ItemTooLargeError,
+    PersistenceLayerError,
+    RecordStatus,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -59,12 +64,6 @@ if TYPE_CHECKING:
     from persistence import AsyncPersistenceLayer, PersistenceLayer
 
 logger = logging.getLogger("idempotent_consumer")
-
-
-@dataclass
-class _ClientSlot:
-    client: DynamoDBClient | None = None
-    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 def _compile(name: str, expression: str) -> ParsedResult | None:
@@ -165,7 +164,7 @@ class PowertoolsCutover:
     _validation_expression: ParsedResult | None = field(init=False, repr=False, compare=False, default=None)
     _options: jmespath.Options | None = field(init=False, repr=False, compare=False, default=None)
     _hasher: Callable[[bytes], Any] = field(init=False, repr=False, compare=False, default=hashlib.sha256)
-    _slot: _ClientSlot = field(init=False, repr=False, compare=False, default_factory=_ClientSlot)
+    _table: DynamoDBPersistenceLayer = field(init=False, repr=False, compare=False)  # its client: made once, shared
 
     def __post_init__(self) -> None:
         """Validate the options and derive the key prefix, hash and expressions once."""
@@ -197,10 +196,15 @@ class PowertoolsCutover:
             "_validation_expression": _compile("payload_validation_jmespath", self.payload_validation_jmespath),
             "_options": jmespath.Options(**self.jmespath_options) if self.jmespath_options else None,
             "_hasher": hasher(self.hash_function),
+            "_table": DynamoDBPersistenceLayer(
+                self.table_name,
+                boto3_client=self.boto3_client,
+                boto3_session=self.boto3_session,
+                boto_config=self.boto_config,
+            ),
         }
         for name, value in derived.items():
             object.__setattr__(self, name, value)
-        self._slot.client = self.boto3_client
 
     # -- keys -----------------------------------------------------------------------------------------
 
@@ -238,20 +242,6 @@ class PowertoolsCutover:
 
     # -- the read ---------------------------------------------------------------------------------------
 
-    def _client(self) -> DynamoDBClient:
-        slot = self._slot
-        if slot.client is None:
-            with slot.lock:
-                if slot.client is None:
-                    import boto3  # noqa: PLC0415 - only a read-through pays for it, on its first read
-                    from botocore.config import Config  # noqa: PLC0415
-
-                    session = self.boto3_session or boto3.session.Session()
-                    slot.client = session.client(
-                        "dynamodb", config=self.boto_config or Config(retries={"mode": "standard"})
-                    )
-        return slot.client
-
     def _read(self, key: str, our_key: str) -> dict[str, Any] | None:
         from botocore.exceptions import BotoCoreError, ClientError  # noqa: PLC0415 - lazy, as boto3
 
@@ -259,7 +249,7 @@ class PowertoolsCutover:
         if self.sort_key_attr is not None:
             item_key = {self.key_attr: {"S": self._partition_value}, self.sort_key_attr: {"S": key}}
         try:
-            answer = self._client().get_item(TableName=self.table_name, Key=item_key, ConsistentRead=True)
+            answer = self._table.client.get_item(TableName=self.table_name, Key=item_key, ConsistentRead=True)
         except (ClientError, BotoCoreError, UnicodeError) as e:
             raise PersistenceLayerError(
                 f"reading the Powertools record {key!r} of {our_key!r} from {self.table_name!r} failed: {e}",
