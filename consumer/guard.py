@@ -162,7 +162,7 @@ class IdempotencyGuard:
             cutover = self.config.powertools_cutover
             if existing is None and cutover is not None and cutover.is_open(now_ms):  # hook: key free, body next
                 limit = self.config.max_decoded_bytes
-                existing = cutover.read_through(self.data, record, self._sync_store(), now_ms, limit)  # cutover.py
+                existing = cutover.read_through(self.data, record, self._sync_store(), now_ms, limit)  # consumer/powertools
             self._acquired(record, now_ms, existing)
         return self._entered()
 
@@ -185,11 +185,11 @@ class IdempotencyGuard:
         if isinstance(store, InlineStore):
             existing = store.store.acquire(record, now_ms)
         else:
-            existing = await acquire_settled(store, record, now_ms)
+            existing = await acquire_settled(store.acquire(record, now_ms), store, record)
         cutover = self.config.powertools_cutover
         if existing is None and cutover is not None and cutover.is_open(now_ms):  # hook: key free, body next
             limit = self.config.max_decoded_bytes
-            existing = await cutover.aread_through(self.data, record, store, now_ms, limit)  # consumer/cutover.py
+            existing = await cutover.aread_through(self.data, record, store, now_ms, limit)  # consumer/powertools
         self._acquired(record, now_ms, existing)
         return self._entered()
 

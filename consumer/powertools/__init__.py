@@ -23,15 +23,16 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import hashlib
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import jmespath
 
-from consumer._async import settle, settled
+from consumer._async import acquire_settled
 from consumer._errors import DecodeLimitError, IdempotencyConfigError, IdempotencyValidationError
 from consumer._jmespath import DEFAULT_MAX_DECODED_BYTES
 from consumer.keys import failure_said
@@ -48,12 +49,15 @@ from consumer.powertools._formats import (
 from persistence import (
     DynamoDBPersistenceLayer,
     IdempotencyRecord,
+    InlineStore,
     ItemTooLargeError,
     PersistenceLayerError,
     RecordStatus,
+    ThreadedStore,
 )
 
 if TYPE_CHECKING:
+    import concurrent.futures
     from collections.abc import Callable, Mapping
 
     import boto3
@@ -337,7 +341,7 @@ class PowertoolsCutover:
                     _kept_without_response(found, e)
                 return found
         except BaseException as e:
-            _release_after(lambda: store.release(held), held, e)
+            _release_after(store, held, e)
             raise
         store.release(held)
         return found
@@ -345,33 +349,40 @@ class PowertoolsCutover:
     async def aread_through(
         self, data: Any, held: IdempotencyRecord, store: AsyncPersistenceLayer, now_ms: int, max_decoded_bytes: int
     ) -> IdempotencyRecord | None:
-        """:meth:`read_through` for ``async with``: the read runs in a thread; a cancellation waits for it.
+        """:meth:`read_through` for ``async with``, run in a thread (the read never blocks the event loop).
+
+        A sync store's adapter (:func:`persistence.as_async_store`) is read through as its store; a native async
+        store's calls run on the event loop, the thread waiting for each. A cancellation waits for the read-through's
+        end: our lock, if it is still held, is then released.
 
         Raises:
             PersistenceLayerError: As :meth:`read_through` raises it (our lock was released).
             IdempotencyValidationError: As :meth:`read_through` raises it (our lock was released).
-            asyncio.CancelledError: The task was cancelled: the read ran to its end, and our lock was released.
+            asyncio.CancelledError: The task was cancelled: the read-through ran to its end, and our lock was released.
         """
         import asyncio  # noqa: PLC0415 - imported by the running loop already
 
-        try:
-            found = await settled(asyncio.to_thread(self._find, data, held, now_ms, max_decoded_bytes))
-            if found is None:
-                return None
-            if found.status is RecordStatus.COMPLETE:
-                try:
-                    await settled(store.complete(found))
-                except ItemTooLargeError as e:
-                    found = dataclasses.replace(found, response=None)
-                    await settled(store.complete(found))
-                    _kept_without_response(found, e)
-                return found
-        except BaseException as e:
-            future, _ = await settle(store.release(held))
-            _release_after(future.result, held, e)
-            raise
-        await settled(store.release(held))
-        return found
+        if isinstance(store, (InlineStore, ThreadedStore)):
+            sync = store.store
+        else:
+            on_loop = functools.partial(asyncio.run_coroutine_threadsafe, loop=asyncio.get_running_loop())
+            sync = cast("PersistenceLayer", _OnLoop(store, on_loop))
+        call = asyncio.to_thread(self.read_through, data, held, sync, now_ms, max_decoded_bytes)
+        return await acquire_settled(call, store, held)
+
+
+@dataclass(frozen=True, slots=True)
+class _OnLoop:
+    """A native async store as :meth:`PowertoolsCutover.read_through` calls it from its thread: on the loop."""
+
+    store: AsyncPersistenceLayer
+    on_loop: Callable[[Any], concurrent.futures.Future[None]]  # asyncio.run_coroutine_threadsafe, on the loop
+
+    def complete(self, record: IdempotencyRecord) -> None:
+        self.on_loop(self.store.complete(record)).result()
+
+    def release(self, record: IdempotencyRecord) -> None:
+        self.on_loop(self.store.release(record)).result()
 
 
 def _kept_without_response(record: IdempotencyRecord, error: ItemTooLargeError) -> None:
@@ -379,10 +390,10 @@ def _kept_without_response(record: IdempotencyRecord, error: ItemTooLargeError) 
     logger.warning("the Powertools response of %r is too large for our store (%s): kept without it", record.key, error)
 
 
-def _release_after(release: Callable[[], object], held: IdempotencyRecord, error: BaseException) -> None:
+def _release_after(store: PersistenceLayer, held: IdempotencyRecord, error: BaseException) -> None:
     """Release our lock after the read-through failed with ``error``; a failed release is noted on ``error``."""
     try:
-        release()
+        store.release(held)
     except Exception as failed:  # noqa: BLE001 - any store's failure: the read-through's error still wins
         logger.error("could not release %r after the Powertools read-through failed (%r): %s", held.key, error, failed)  # noqa: TRY400
         if hasattr(error, "add_note"):  # Python 3.11+
