@@ -33,8 +33,9 @@ from typing import TYPE_CHECKING, Any, cast
 import jmespath
 
 from consumer._async import acquire_settled
-from consumer._errors import DecodeLimitError, IdempotencyConfigError, IdempotencyValidationError
+from consumer._errors import DecodeLimitError, IdempotencyValidationError
 from consumer._jmespath import DEFAULT_MAX_DECODED_BYTES
+from consumer.config import _compile, _require
 from consumer.keys import failure_said
 from consumer.powertools._formats import (
     COMPLETED,
@@ -68,20 +69,6 @@ if TYPE_CHECKING:
     from persistence import AsyncPersistenceLayer, PersistenceLayer
 
 logger = logging.getLogger("idempotent_consumer")
-
-
-def _compile(name: str, expression: str) -> ParsedResult | None:
-    if not expression:  # Powertools' "" (its default): the whole payload
-        return None
-    try:
-        return jmespath.compile(expression)
-    except jmespath.exceptions.JMESPathError as e:
-        raise IdempotencyConfigError(f"{name} {expression!r} is not valid JMESPath: {e}") from e
-
-
-def _require(condition: bool, message: str) -> None:
-    if not condition:
-        raise IdempotencyConfigError(message)
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,8 +183,9 @@ class PowertoolsCutover:
             if self.static_pk_value is not None
             else f"idempotency#{os.environ.get('AWS_LAMBDA_FUNCTION_NAME', '')}",
             "_until_ms": until.timestamp() * 1000,
-            "_key_expression": _compile("event_key_jmespath", self.event_key_jmespath),
-            "_validation_expression": _compile("payload_validation_jmespath", self.payload_validation_jmespath),
+            # Powertools' "" (its default) selects the whole payload: no expression, as our None.
+            "_key_expression": _compile("event_key_jmespath", self.event_key_jmespath or None),
+            "_validation_expression": _compile("payload_validation_jmespath", self.payload_validation_jmespath or None),
             "_options": jmespath.Options(**self.jmespath_options) if self.jmespath_options else None,
             "_hasher": hasher(self.hash_function),
             "_table": DynamoDBPersistenceLayer(
