@@ -4,7 +4,8 @@ The sources wing owns what each source delivers: SQS, Kinesis and DynamoDB Strea
 headers (``_kafka``), the header a key is read from (``_headers``), Powertools-shaped views of Kinesis and stream
 records (``_record_views``), DynamoDB's attribute values (``_attribute_values``) and what a key selection that
 selected nothing says about the record (``_missing_key``). Those modules load with the first record, batch or key
-that needs them. It may import the core and ``persistence``, no other wing.
+that needs them; Kafka's names are this module's too (``kafka_records``, ``as_delivered``, ...), loaded on first use,
+so other wings reach them here. It may import the core and ``persistence``, no other wing.
 """
 
 from __future__ import annotations
