@@ -159,10 +159,10 @@ class IdempotencyGuard:
         if begun is not None:
             record, now_ms = begun
             existing = self._sync_store().acquire(record, now_ms)
-            cutover = self.config.powertools_cutover
+            cutover = self.config.powertools_cutover  # consumer.powertools
             if existing is None and cutover is not None and cutover.is_open(now_ms):  # hook: key free, body next
                 limit = self.config.max_decoded_bytes
-                existing = cutover.read_through(self.data, record, self._sync_store(), now_ms, limit)  # consumer/powertools
+                existing = cutover.read_through(self.data, record, self._sync_store(), now_ms, limit)
             self._acquired(record, now_ms, existing)
         return self._entered()
 
@@ -186,10 +186,10 @@ class IdempotencyGuard:
             existing = store.store.acquire(record, now_ms)
         else:
             existing = await acquire_settled(store.acquire(record, now_ms), store, record)
-        cutover = self.config.powertools_cutover
+        cutover = self.config.powertools_cutover  # consumer.powertools
         if existing is None and cutover is not None and cutover.is_open(now_ms):  # hook: key free, body next
             limit = self.config.max_decoded_bytes
-            existing = await cutover.aread_through(self.data, record, store, now_ms, limit)  # consumer/powertools
+            existing = await cutover.aread_through(self.data, record, store, now_ms, limit)
         self._acquired(record, now_ms, existing)
         return self._entered()
 
