@@ -338,6 +338,28 @@ def test_an_idempotent_function_handler_that_asks_for_the_lambda_context_gets_it
     assert seen == [context]
 
 
+def test_an_idempotent_function_method_handed_over_bound_runs_in_its_own_guard():
+    store = InMemoryPersistenceLayer()
+
+    class Orders:
+        def __init__(self):
+            self.ran = []
+
+        @idempotent_function(data_keyword_argument="record", store=store)
+        def charge(self, record):
+            self.ran.append(record.message_id)
+            return "charged"
+
+    orders = Orders()
+    for _ in range(2):  # the redelivery replays from the method's own store
+        response = process_partial_response(
+            sqs_event(sqs_record("m-1", 1)), orders.charge, BatchProcessor(EventType.SQS)
+        )
+        assert failures(response) == []
+    assert orders.ran == ["m-1"]
+    assert [record.response for record in store.scan()] == ['"charged"']
+
+
 @pytest.mark.parametrize(
     "handler",
     [

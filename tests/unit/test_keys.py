@@ -367,20 +367,54 @@ def test_a_part_reached_deep_first_is_selected_from_where_it_is_shallow():
     )
 
 
-@pytest.mark.parametrize("container", ["dict", "list"])
-def test_the_walk_converts_values_down_to_64_levels_and_leaves_deeper_ones_as_they_are(container):
-    # The walk's cost per record is bounded, and what a key selects does not move between releases (keys are
-    # stored): a dataclass below 64 levels of containers is seen into; deeper, JMESPath sees it as it is (nothing).
-    def nested(levels):  # the dataclass in a container under ``levels`` more
-        record: object = Order("o-1")
-        for _ in range(levels + 1):
-            record = {"x": record} if container == "dict" else [record]
-        path = "x." * (levels + 1) if container == "dict" else "[0]" * (levels + 1) + "."
-        return record, IdempotencyConfig(event_key_jmespath=f"{path}order_id")
+WRAPS = {  # a container of each kind around a value, and the step of a key expression into it
+    "dict": (lambda value: {"x": value}, "x."),
+    "list": (lambda value: [value], "[0]."),
+    "dataclass": (Node, "child."),
+    "typed-record": (lambda value: SQSRecord.from_raw({**SQS, "part": value}), "part."),
+}
 
-    assert make_key(*nested(64)) == "local#" + digest("o-1")
+
+@pytest.mark.parametrize(("kind", "levels"), [("dict", 64), ("list", 64), ("dataclass", 32), ("typed-record", 32)])
+def test_the_walk_converts_values_down_to_64_levels_and_leaves_deeper_ones_as_they_are(kind, levels):
+    # The walk's cost per record is bounded, and what a key selects does not move between releases (keys are
+    # stored): a dataclass under 64 levels (a dataclass or a typed record counts two: itself and its fields) is
+    # seen into; deeper, JMESPath sees it as it is, and selects nothing from it.
+    wrap, step = WRAPS[kind]
+
+    def nested(levels):
+        value: object = Order("o-1")
+        for _ in range(levels):
+            value = wrap(value)
+        path = f"r.{step * levels}order_id".replace(".[", "[")
+        return {"r": value}, IdempotencyConfig(event_key_jmespath=path)
+
+    assert make_key(*nested(levels)) == "local#" + digest("o-1")
     with pytest.raises(IdempotencyKeyError, match="selected nothing"):
-        make_key(*nested(65))
+        make_key(*nested(levels + 1))
+
+
+class Dumped:
+    """A model-like value: converted by its model_dump, which counts its calls."""
+
+    calls = 0
+
+    def model_dump(self, mode: str) -> dict:
+        Dumped.calls += 1
+        return {"mode": mode}
+
+
+@pytest.mark.parametrize("kind", ["dict", "list", "dataclass", "typed-record"])
+def test_a_part_shared_by_many_paths_through_distinct_containers_is_converted_once(kind):
+    # Twelve levels, each two containers of one part: 4096 paths to the part at the bottom, each as deep. Converted
+    # once per path, a record so built (or a graph its producer shares parts of) costs 4096 conversions.
+    wrap, _ = WRAPS[kind]
+    shared: object = Dumped()
+    for _ in range(12):
+        shared = {"a": wrap(shared), "b": wrap(shared)}
+    Dumped.calls = 0
+    keys.plain_data({"record": shared})
+    assert Dumped.calls == 1
 
 
 @pytest.mark.parametrize(
