@@ -79,6 +79,28 @@ def test_without_a_known_id_the_whole_record_is_hashed():
     assert make_key({"order": 1}, IdempotencyConfig()) == "local#" + digest({"order": 1})
 
 
+@pytest.mark.parametrize(
+    "record",
+    [
+        {"id": "e-7", "source": "shop"},  # an EventBridge event has a detail-type beside its id
+        {"detail-type": "OrderPlaced", "source": "shop"},
+        {"topic": "orders", "partition": 0},  # a Kafka record has its topic, partition and offset
+        {"topic": "orders", "offset": 7},
+        {"partition": 0, "offset": 7},
+        {"offset": 7},
+    ],
+    ids=["id-alone", "detail-type-alone", "no-offset", "no-partition", "no-topic", "offset-alone"],
+)
+def test_a_record_with_only_part_of_a_sources_id_fields_is_hashed_whole(record):
+    assert make_key(record, IdempotencyConfig()) == "local#" + digest(record)
+
+
+def test_undecodable_input_is_named_by_the_record_it_came_in():
+    with pytest.raises(IdempotencyKeyError) as refused:
+        make_key({"messageId": "m-1", "body": "not json {"}, IdempotencyConfig(event_key_jmespath="json_parse(body)"))
+    assert str(refused.value).startswith("event_key_jmespath 'json_parse(body)' failed on record 'm-1': ")
+
+
 def test_base64_and_gzip_functions_reach_into_kinesis_data():
     data = base64.b64encode(json.dumps({"user": "u-1"}).encode()).decode()
     packed = base64.b64encode(gzip.compress(json.dumps({"user": "u-1"}).encode())).decode()
