@@ -123,11 +123,10 @@ class TransactionalStore(Protocol):
         ...
 
 
-def require_status(record: IdempotencyRecord, status: RecordStatus, operation: str) -> None:
-    """Raise ``ValueError`` unless ``record`` has ``status`` (guards against misuse of the contract)."""
-    if record.status is not status:
-        msg = f"{operation} takes a {status.value} record; got {record.status.value} for {record.key!r}"
-        raise ValueError(msg)
+def misuse(record: IdempotencyRecord, status: RecordStatus, operation: str) -> ValueError:
+    """The ``ValueError`` for a ``record`` without the ``status`` the ``operation`` takes (misuse of the contract)."""
+    msg = f"{operation} takes a {status.value} record; got {record.status.value} for {record.key!r}"
+    return ValueError(msg)
 
 
 def require_stored_status(status: RecordStatus | None) -> None:
@@ -164,6 +163,49 @@ def confirm_release(record: IdempotencyRecord, existing: IdempotencyRecord | Non
 def blocking(record: IdempotencyRecord, existing: IdempotencyRecord | None) -> IdempotencyRecord | None:
     """After a refused acquire: the record that holds the key, or ``None`` if it is ours already (a retry)."""
     return None if existing is not None and existing.lease == record.lease else existing
+
+
+class ConditionalStore:
+    """The three transitions as one decision each over the store's own conditional write: what every store shares.
+
+    A store implements ``_acquire``, ``_complete`` and ``_release``, each ONE conditional write of the transition
+    table (DESIGN.md) that returns the record standing under the key once it has run: ``record`` itself when the
+    write was applied (``None`` for an applied release), else the record as it stands (``None``: nothing does), read
+    in the same round trip or transaction. A write checks first that its item fits (``check_size``, counted as the
+    store lays the item out). The status a transition takes and what a refusal means are decided here.
+    """
+
+    def _acquire(self, record: IdempotencyRecord, now_ms: int) -> IdempotencyRecord | None:
+        raise NotImplementedError
+
+    def _complete(self, record: IdempotencyRecord, writes: Sequence[Any]) -> IdempotencyRecord | None:
+        raise NotImplementedError
+
+    def _release(self, record: IdempotencyRecord) -> IdempotencyRecord | None:
+        raise NotImplementedError
+
+    def acquire(self, record: IdempotencyRecord, now_ms: int) -> IdempotencyRecord | None:
+        """See :meth:`persistence.PersistenceLayer.acquire`."""
+        if record.status is not RecordStatus.IN_PROGRESS:
+            raise misuse(record, RecordStatus.IN_PROGRESS, "acquire")
+        standing = self._acquire(record, now_ms)
+        return None if standing is record else blocking(record, standing)
+
+    def complete(self, record: IdempotencyRecord) -> None:
+        """See :meth:`persistence.PersistenceLayer.complete`."""
+        self._commit(record, ())
+
+    def _commit(self, record: IdempotencyRecord, writes: Sequence[Any]) -> None:
+        """Commit ``record``, and ``writes`` with it (:meth:`TransactionalStore.complete_with`)."""
+        if record.status is not RecordStatus.COMPLETE:
+            raise misuse(record, RecordStatus.COMPLETE, "complete")
+        standing = self._complete(record, writes)
+        if standing is not record:
+            confirm_complete(record, standing)
+
+    def release(self, record: IdempotencyRecord) -> None:
+        """See :meth:`persistence.PersistenceLayer.release`."""
+        confirm_release(record, self._release(record))
 
 
 _STORED_STATUSES = {status.value: status for status in (RecordStatus.IN_PROGRESS, RecordStatus.COMPLETE)}
