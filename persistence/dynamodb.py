@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from typing import TYPE_CHECKING, Any
@@ -333,17 +334,12 @@ class DynamoDBPersistenceLayer(ConditionalStore):
         if filters:
             request = {"FilterExpression": " AND ".join(filters), "ExpressionAttributeNames": names,
                        "ExpressionAttributeValues": values}  # fmt: skip
-        return self._scan_pages(request, limit)
+        return itertools.islice(self._scan_pages(request), limit)
 
-    def _scan_pages(self, request: Item, limit: int | None) -> Iterator[IdempotencyRecord]:
-        yielded = 0
-        while limit is None or yielded < limit:
+    def _scan_pages(self, request: Item) -> Iterator[IdempotencyRecord]:
+        while True:
             page = self._send("scan", None, **request)
-            for item in page.get("Items", []):
-                if limit is not None and yielded >= limit:
-                    return
-                yielded += 1
-                yield self._from_item(item)
+            yield from map(self._from_item, page.get("Items", []))
             if "LastEvaluatedKey" not in page:
                 return
             request["ExclusiveStartKey"] = page["LastEvaluatedKey"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import inspect
+import itertools
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -233,14 +234,9 @@ class RedisPersistenceLayer(ConditionalStore):
         require_stored_status(status)
         pattern = _glob_escape(self.key_prefix) + "*"
         keys = self._command(None, lambda c: self._keys(c, pattern))
-        found = 0
-        for stored in keys:
-            if limit is not None and found >= limit:
-                return
-            record = self.get(stored[len(self.key_prefix) :])
-            if record is not None and (status is None or record.status is status):
-                found += 1
-                yield record
+        records = (self.get(stored[len(self.key_prefix) :]) for stored in keys)  # one at a time, as they are taken
+        wanted = (r for r in records if r is not None and (status is None or r.status is status))
+        yield from itertools.islice(wanted, limit)
 
     def _keys(self, client: Any, pattern: str) -> list[str]:
         return sorted(_key_text(k, self.key_prefix) for k in client.scan_iter(match=pattern, count=500))
