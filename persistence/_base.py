@@ -178,7 +178,7 @@ class ConditionalStore:
     def _acquire(self, record: IdempotencyRecord, now_ms: int) -> IdempotencyRecord | None:
         raise NotImplementedError
 
-    def _complete(self, record: IdempotencyRecord, writes: Sequence[Any]) -> IdempotencyRecord | None:
+    def _complete(self, record: IdempotencyRecord, writes: Sequence[Any] | None) -> IdempotencyRecord | None:
         raise NotImplementedError
 
     def _release(self, record: IdempotencyRecord) -> IdempotencyRecord | None:
@@ -193,10 +193,10 @@ class ConditionalStore:
 
     def complete(self, record: IdempotencyRecord) -> None:
         """See :meth:`persistence.PersistenceLayer.complete`."""
-        self._commit(record, ())
+        self._commit(record, None)
 
-    def _commit(self, record: IdempotencyRecord, writes: Sequence[Any]) -> None:
-        """Commit ``record``, and ``writes`` with it (:meth:`TransactionalStore.complete_with`)."""
+    def _commit(self, record: IdempotencyRecord, writes: Sequence[Any] | None) -> None:
+        """Commit ``record``, and ``writes`` with it (``complete_with``); ``None`` for a ``complete``."""
         if record.status is not RecordStatus.COMPLETE:
             raise misuse(record, RecordStatus.COMPLETE, "complete")
         standing = self._complete(record, writes)

@@ -281,10 +281,10 @@ class DynamoDBPersistenceLayer(ConditionalStore):
         """
         self._commit(record, writes)
 
-    def _complete(self, record: IdempotencyRecord, writes: Sequence[Any]) -> IdempotencyRecord | None:
+    def _complete(self, record: IdempotencyRecord, writes: Sequence[Any] | None) -> IdempotencyRecord | None:
         self._check_size(record)
         update = self._commit_update(record)
-        if not writes:  # one UpdateItem
+        if writes is None:  # complete: one UpdateItem
             refused = self._write("update_item", record.key, **update)
             return record if refused is None else self._existing(refused)
         from persistence._dynamodb_writes import transact  # noqa: PLC0415 - imported by queue_write already

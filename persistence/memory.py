@@ -59,7 +59,7 @@ class InMemoryPersistenceLayer(ConditionalStore):
         """See :meth:`persistence.TransactionalStore.complete_with`: the writes join :attr:`writes` with the commit."""
         self._commit(record, writes)
 
-    def _complete(self, record: IdempotencyRecord, writes: Sequence[Any]) -> IdempotencyRecord | None:
+    def _complete(self, record: IdempotencyRecord, writes: Sequence[Any] | None) -> IdempotencyRecord | None:
         check_size(record)
         # write COMPLETE  IF lease = mine AND status = IN_PROGRESS  ELSE ours already (a retry) or LockLostError
         with self._lock:

@@ -185,7 +185,7 @@ class SQLitePersistenceLayer(ConditionalStore):
         """
         self._commit(record, writes)
 
-    def _complete(self, record: IdempotencyRecord, writes: Sequence[Any]) -> IdempotencyRecord | None:
+    def _complete(self, record: IdempotencyRecord, writes: Sequence[Any] | None) -> IdempotencyRecord | None:
         check_size(record)
         values = (record.status.value, record.expires_at, record.response, record.payload_hash,
                   record.key, record.lease)  # fmt: skip
@@ -194,7 +194,7 @@ class SQLitePersistenceLayer(ConditionalStore):
                 return self._select(conn, record.key)
             index = 0
             try:
-                for index, (sql, params) in enumerate(writes):  # noqa: B007 - read by the handler
+                for index, (sql, params) in enumerate(writes or ()):  # noqa: B007 - read by the handler
                     conn.execute(sql, params)
             except sqlite3.IntegrityError as e:  # rolled back by the transaction
                 reason, detail = type(e).__name__, str(e)
