@@ -147,32 +147,14 @@ def lock_lost(operation: str, record: IdempotencyRecord, existing: IdempotencyRe
     )
 
 
-def confirm_complete(record: IdempotencyRecord, existing: IdempotencyRecord | None) -> None:
-    """After a refused complete: return if ``existing`` is already our ``COMPLETE`` record, else raise."""
-    if existing is not None and existing.lease == record.lease and existing.status is RecordStatus.COMPLETE:
-        return
-    raise lock_lost("complete", record, existing)
-
-
-def confirm_release(record: IdempotencyRecord, existing: IdempotencyRecord | None) -> None:
-    """After a refused release of ``record``: return if the record is gone (the key is free), else raise."""
-    if existing is not None:
-        raise lock_lost("release", record, existing)
-
-
-def blocking(record: IdempotencyRecord, existing: IdempotencyRecord | None) -> IdempotencyRecord | None:
-    """After a refused acquire: the record that holds the key, or ``None`` if it is ours already (a retry)."""
-    return None if existing is not None and existing.lease == record.lease else existing
-
-
 class ConditionalStore:
     """The three transitions as one decision each over the store's own conditional write: what every store shares.
 
     A store implements ``_acquire``, ``_complete`` and ``_release``, each ONE conditional write of the transition
-    table (DESIGN.md) that returns the record standing under the key once it has run: ``record`` itself when the
-    write was applied (``None`` for an applied release), else the record as it stands (``None``: nothing does), read
-    in the same round trip or transaction. A write checks first that its item fits (``check_size``, counted as the
-    store lays the item out). The status a transition takes and what a refusal means are decided here.
+    table (DESIGN.md) that returns the record standing under the key once it has run: the record it wrote when the
+    write was applied (``None`` when a release was), else the record the write found, read in the same round trip or
+    transaction (``None``: nothing). A write checks first that its item fits (``check_size``, counted as the store
+    lays the item out). Which status each transition takes, and what the record standing means, is decided here.
     """
 
     def _acquire(self, record: IdempotencyRecord, now_ms: int) -> IdempotencyRecord | None:
@@ -189,7 +171,8 @@ class ConditionalStore:
         if record.status is not RecordStatus.IN_PROGRESS:
             raise misuse(record, RecordStatus.IN_PROGRESS, "acquire")
         standing = self._acquire(record, now_ms)
-        return None if standing is record else blocking(record, standing)
+        # Ours under our lease: this write, or an earlier attempt of it whose answer was lost. Else the holder.
+        return None if standing is None or standing.lease == record.lease else standing
 
     def complete(self, record: IdempotencyRecord) -> None:
         """See :meth:`persistence.PersistenceLayer.complete`."""
@@ -200,12 +183,15 @@ class ConditionalStore:
         if record.status is not RecordStatus.COMPLETE:
             raise misuse(record, RecordStatus.COMPLETE, "complete")
         standing = self._complete(record, writes)
-        if standing is not record:
-            confirm_complete(record, standing)
+        # Our COMPLETE record: this write, or a retried one (its writes went with it, once). Else the lock was lost.
+        if standing is None or standing.lease != record.lease or standing.status is not record.status:
+            raise lock_lost("complete", record, standing)
 
     def release(self, record: IdempotencyRecord) -> None:
         """See :meth:`persistence.PersistenceLayer.release`."""
-        confirm_release(record, self._release(record))
+        standing = self._release(record)
+        if standing is not None:  # gone, by this write or before it (a retry, an operator's delete): released
+            raise lock_lost("release", record, standing)
 
 
 _STORED_STATUSES = {status.value: status for status in (RecordStatus.IN_PROGRESS, RecordStatus.COMPLETE)}

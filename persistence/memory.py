@@ -66,10 +66,9 @@ class InMemoryPersistenceLayer(ConditionalStore):
             existing = self._records.get(record.key)
             if existing is None or existing.lease != record.lease or existing.status is not RecordStatus.IN_PROGRESS:
                 return existing
-            stored = record
             if record.in_progress_expires_at is not None:
-                stored = dataclasses.replace(record, in_progress_expires_at=None)
-            self._records[record.key] = stored
+                record = dataclasses.replace(record, in_progress_expires_at=None)
+            self._records[record.key] = record
             if writes:
                 self.writes.extend((record.key, write) for write in writes)
             return record
