@@ -203,6 +203,7 @@ class DynamoDBPersistenceLayer(ConditionalStore):
         return self._from_item(item) if item else None
 
     def _acquire(self, record: IdempotencyRecord, now_ms: int) -> IdempotencyRecord | None:
+        """One PutItem."""
         self._check_size(record)
         n = self.names
         # PutItem(IN_PROGRESS, new lease)
@@ -282,9 +283,10 @@ class DynamoDBPersistenceLayer(ConditionalStore):
         self._commit(record, writes)
 
     def _complete(self, record: IdempotencyRecord, writes: Sequence[Any] | None) -> IdempotencyRecord | None:
+        """One UpdateItem; with the body's writes, one TransactWriteItems (the commit last)."""
         self._check_size(record)
         update = self._commit_update(record)
-        if writes is None:  # complete: one UpdateItem
+        if writes is None:  # complete
             refused = self._write("update_item", record.key, **update)
             return record if refused is None else self._existing(refused)
         from persistence._dynamodb_writes import transact  # noqa: PLC0415 - imported by queue_write already
@@ -297,6 +299,7 @@ class DynamoDBPersistenceLayer(ConditionalStore):
         return self._existing(refused) if refused else self.get(record.key)
 
     def _release(self, record: IdempotencyRecord) -> IdempotencyRecord | None:
+        """One DeleteItem."""
         # DeleteItem  IF status = :as_read AND lease = :as_read
         #   ELSE ConditionalCheckFailed + ALL_OLD ─> empty: gone already (a retry, an operator's delete): released
         #                                         ─> otherwise LockLostError(existing_record): committed

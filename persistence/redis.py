@@ -202,7 +202,7 @@ class RedisPersistenceLayer(ConditionalStore):
         found = self._run(record.key, _ACQUIRE, args, now_ms)  # an acquire lets a body run: checked again
         return record if found is None else _decode(record.key, found, present=True)
 
-    def _complete(self, record: IdempotencyRecord, writes: Sequence[Any] | None) -> IdempotencyRecord | None:  # noqa: ARG002 - none: no complete_with
+    def _complete(self, record: IdempotencyRecord, writes: Sequence[Any] | None) -> IdempotencyRecord | None:  # noqa: ARG002 - always None: no complete_with here
         check_size(record)
         margin_ms = self.expiry_margin_seconds * MS_PER_SECOND
         fields = _pairs(record, lock_deadline=False)  # a COMPLETE record has no lock deadline
