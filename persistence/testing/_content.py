@@ -98,8 +98,7 @@ class EncodingContract:
 
     @pytest.mark.parametrize("response", LONE_RESPONSES, ids=ascii)
     def test_response_with_a_lone_surrogate_is_stored_or_refused(self, store: PersistenceLayer, response: str) -> None:
-        held = lock("k")
-        assert store.acquire(held, NOW_MS) is None
+        held = acquired(store, "k")
 
         def replayed() -> None:
             assert stored(store, "k").response == response
