@@ -171,8 +171,8 @@ class ConditionalStore:
         if record.status is not RecordStatus.IN_PROGRESS:
             raise misuse(record, RecordStatus.IN_PROGRESS, "acquire")
         standing = self._acquire(record, now_ms)
-        # Ours under our lease: this write, or an earlier attempt of it whose answer was lost. Else the holder.
-        return None if standing is None or standing.lease == record.lease else standing
+        # Ours: this write, or an earlier attempt of it whose answer was lost (our lease). Else the holder.
+        return None if standing is record or standing is None or standing.lease == record.lease else standing
 
     def complete(self, record: IdempotencyRecord) -> None:
         """See :meth:`persistence.PersistenceLayer.complete`."""
@@ -183,7 +183,9 @@ class ConditionalStore:
         if record.status is not RecordStatus.COMPLETE:
             raise misuse(record, RecordStatus.COMPLETE, "complete")
         standing = self._complete(record, writes)
-        # Our COMPLETE record: this write, or a retried one (its writes went with it, once). Else the lock was lost.
+        if standing is record:  # this write
+            return
+        # Our COMPLETE record already: a retried commit (its writes went with it, once). Else the lock was lost.
         if standing is None or standing.lease != record.lease or standing.status is not record.status:
             raise lock_lost("complete", record, standing)
 
