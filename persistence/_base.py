@@ -6,7 +6,7 @@ import re
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from persistence._errors import LockLostError, PersistenceLayerError
-from persistence._record import IdempotencyRecord, RecordStatus
+from persistence._record import COMPLETE, IN_PROGRESS, IdempotencyRecord, RecordStatus
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -168,8 +168,8 @@ class ConditionalStore:
 
     def acquire(self, record: IdempotencyRecord, now_ms: int) -> IdempotencyRecord | None:
         """See :meth:`persistence.PersistenceLayer.acquire`."""
-        if record.status is not RecordStatus.IN_PROGRESS:
-            raise misuse(record, RecordStatus.IN_PROGRESS, "acquire")
+        if record.status is not IN_PROGRESS:
+            raise misuse(record, IN_PROGRESS, "acquire")
         standing = self._acquire(record, now_ms)
         # Ours: this write, or an earlier attempt of it whose answer was lost (our lease). Else the holder.
         return None if standing is record or standing is None or standing.lease == record.lease else standing
@@ -180,8 +180,8 @@ class ConditionalStore:
 
     def _commit(self, record: IdempotencyRecord, writes: Sequence[Any] | None) -> None:
         """Commit ``record``, and ``writes`` with it (``complete_with``); ``None`` for a ``complete``."""
-        if record.status is not RecordStatus.COMPLETE:
-            raise misuse(record, RecordStatus.COMPLETE, "complete")
+        if record.status is not COMPLETE:
+            raise misuse(record, COMPLETE, "complete")
         standing = self._complete(record, writes)
         if standing is record:  # this write
             return

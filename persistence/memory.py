@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from persistence._attributes import check_size
 from persistence._base import ConditionalStore, require_stored_status
-from persistence._record import IdempotencyRecord, RecordStatus
+from persistence._record import IN_PROGRESS, IdempotencyRecord, RecordStatus
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -64,7 +64,7 @@ class InMemoryPersistenceLayer(ConditionalStore):
         # write COMPLETE  IF lease = mine AND status = IN_PROGRESS  ELSE ours already (a retry) or LockLostError
         with self._lock:
             existing = self._records.get(record.key)
-            if existing is None or existing.lease != record.lease or existing.status is not RecordStatus.IN_PROGRESS:
+            if existing is None or existing.lease != record.lease or existing.status is not IN_PROGRESS:
                 return existing
             if record.in_progress_expires_at is not None:
                 record = dataclasses.replace(record, in_progress_expires_at=None)
