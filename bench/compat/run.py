@@ -79,11 +79,13 @@ def run_suite(repo: Path, suite: str, library: str, directory: Path) -> dict[str
     """One functional suite on one library; ``{test id: passed|failed|error|skipped}``.
 
     The checkout goes at the end of ``sys.path`` (``--import-mode=append``): its tests import ``tests.functional``
-    from it, while ``aws_lambda_powertools`` is the installed one, not the checkout's source.
+    from it, while ``aws_lambda_powertools`` is the installed one, not the checkout's source. pytest runs in the
+    checkout, so ``-P`` keeps the working directory off ``sys.path``: without it the checkout's own
+    ``aws_lambda_powertools`` would be imported first, and the baseline would measure the checkout's source.
     """
     report = directory / f"{library}-{suite.replace('/', '_')}.xml"
     plugin = ["-p", "pytest_shim"] if library == "ours" else []
-    command = [sys.executable, "-m", "pytest", str(repo / suite), "--rootdir", str(repo), "--import-mode=append"]
+    command = [sys.executable, "-P", "-m", "pytest", str(repo / suite), "--rootdir", str(repo), "--import-mode=append"]
     command += ["-o", "addopts=", "-p", "no:cacheprovider", "-q", "-W", "ignore", f"--junitxml={report}", *plugin]
     subprocess.run(
         command,
