@@ -1,8 +1,9 @@
-"""Powertools' ``IdempotencyConfig(jmespath_options=..., lambda_context=...)``, accepted as they are."""
+"""Powertools' ``IdempotencyConfig(jmespath_options=, lambda_context=, response_hook=)``, taken as they are."""
 
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 
 import pytest
 from fakes import FakeClock, FakeContext
@@ -109,3 +110,32 @@ def test_the_context_is_the_invocations_so_a_copy_of_the_config_registers_nothin
     copy = dataclasses.replace(config, lock_timeout_seconds=30)
     assert current_lambda_context() is later
     assert lock_deadline_ms(copy) == 3_000
+
+
+# -- response_hook= written for Powertools -----------------------------------------------------------------------
+
+
+def test_a_response_hook_reads_the_record_by_powertools_names():
+    seen = []
+
+    def stamp(response, idempotent_data):  # as Powertools' documentation writes one, for its DataRecord
+        seen.append(idempotent_data)
+        expiry = idempotent_data.get_expiration_datetime()
+        return {**response, "x-key": idempotent_data.idempotency_key, "x-expires": expiry.isoformat()}
+
+    store = InMemoryPersistenceLayer()
+    config = IdempotencyConfig(event_key_jmespath="order", response_hook=stamp)
+    place = idempotent_function(data_keyword_argument="order", store=store, config=config, key_prefix="orders")(
+        lambda order: {"placed": order["order"]}
+    )
+    assert place(order={"order": "o-1"}) == {"placed": "o-1"}  # the first run: no hook
+    replayed = place(order={"order": "o-1"})
+    (record,) = seen
+    assert replayed == {
+        "placed": "o-1",
+        "x-key": record.key,
+        "x-expires": dt.datetime.fromtimestamp(record.expires_at).isoformat(),  # noqa: DTZ006 - naive, as there
+    }
+    assert (record.idempotency_key, record.expiry_timestamp) == (record.key, record.expires_at)
+    assert (record.response_data, record.in_progress_expiry_timestamp) == (record.response, None)
+    assert record.response_json_as_dict() == {"placed": "o-1"}
