@@ -98,7 +98,9 @@ class Harness:
         loaded = types.ModuleType(module or example)
         loaded.__file__ = str(path)
         sys.modules[loaded.__name__] = loaded
-        exec(compile(path.read_text(), str(path), "exec"), loaded.__dict__)  # noqa: S102 - the example measured
+        # dont_inherit: this module's `from __future__ import annotations` must not turn the example's into text.
+        code = compile(path.read_text(), str(path), "exec", dont_inherit=True)
+        exec(code, loaded.__dict__)  # noqa: S102 - the example measured
         return loaded
 
     @staticmethod
