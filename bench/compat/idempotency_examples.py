@@ -12,7 +12,7 @@ import standins
 from harness import Harness, attempt, scenario
 
 
-@scenario("idempotency", "getting_started_with_idempotency")
+@scenario("idempotency", "getting_started_with_idempotency", "working_with_custom_idempotency_key_prefix")
 def getting_started(h: Harness) -> dict[str, Any]:
     m = h.load(h.name)
     first = m.lambda_handler(h.event("payment.json"), h.context())
@@ -23,16 +23,28 @@ def getting_started(h: Harness) -> dict[str, Any]:
         "duplicate_replays_the_first_payment": again == first,
         "another_event_is_a_new_payment": other["payment_id"] != first["payment_id"],
         "records": len(h.items()),
+        "key_prefixes": prefixes(h),
     }
 
 
-@scenario("idempotency", "working_with_idempotent_function_dataclass", "working_with_idempotent_function_pydantic")
+def prefixes(h: Harness) -> list[str]:
+    """What precedes the hash in the keys of the records left, when the example sets it (``key_prefix=``)."""
+    keys = [item["id"]["S"].rpartition("#")[0] for item in h.items()]
+    return sorted({key for key in keys if key.startswith("my_custom_prefix")})
+
+
+@scenario(
+    "idempotency",
+    "working_with_idempotent_function_dataclass",
+    "working_with_idempotent_function_pydantic",
+    "working_with_custom_idempotency_key_prefix_standalone",
+)
 def idempotent_function_argument(h: Harness) -> dict[str, Any]:
     m = h.load(h.name)
     handled = [m.lambda_handler({}, h.context()) for _ in range(2)]
     direct = m.process_order(order=m.Order(item=m.OrderItem(sku="fake", description="sample"), order_id=1))
     other = m.process_order(order=m.Order(item=m.OrderItem(sku="fake", description="sample"), order_id=2))
-    return {"handler": handled, "direct": [direct, other], "records": len(h.items())}
+    return {"handler": handled, "direct": [direct, other], "records": len(h.items()), "key_prefixes": prefixes(h)}
 
 
 @scenario("idempotency", "integrate_idempotency_with_batch_processor")
