@@ -56,6 +56,15 @@ for _example, _event in EVENTS.items():
     scenario("batch", _example)(_on(_event))
 
 
+@scenario("batch", "custom_partial_processor")
+def batch_own_processor(h: Harness) -> dict[str, Any]:
+    """A processor of the user's own (``BasePartialProcessor``) that writes its successes to a table of its own."""
+    table = h.create_table(key="messageId")
+    os.environ["TABLE_NAME"] = table
+    observed = batch(h, "sqs_batch.json")
+    return {**observed, "written": len(h.client.scan(TableName=table)["Items"])}
+
+
 @scenario("batch", "advanced_accessing_lambda_context_manager")
 def batch_lambda_context_manager(h: Harness) -> dict[str, Any]:
     """Returns what ``process()`` returned: Powertools' outcomes, compared by status and result."""
