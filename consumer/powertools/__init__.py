@@ -21,20 +21,20 @@ it.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import functools
 import hashlib
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import jmespath
 
-from consumer._async import acquire_settled
+from consumer._async import settle, settled
 from consumer._errors import DecodeLimitError, IdempotencyValidationError
 from consumer._jmespath import DEFAULT_MAX_DECODED_BYTES
+from consumer._result import acommit, commit
 from consumer.config import _compile, _require
 from consumer.keys import failure_said
 from consumer.powertools._formats import (
@@ -50,15 +50,12 @@ from consumer.powertools._formats import (
 from persistence import (
     DynamoDBPersistenceLayer,
     IdempotencyRecord,
-    InlineStore,
     ItemTooLargeError,
     PersistenceLayerError,
     RecordStatus,
-    ThreadedStore,
 )
 
 if TYPE_CHECKING:
-    import concurrent.futures
     from collections.abc import Callable, Mapping
 
     import boto3
@@ -315,74 +312,75 @@ class PowertoolsCutover:
             IdempotencyValidationError: The Powertools record was made for a different payload (lock released).
             DecodeLimitError: A decoding function of the Powertools key met more than ``max_decoded_bytes`` (lock
                 released): unbounded, Powertools may have kept a record of it, so the body must not run.
+            IdempotencyConfigError: The cut-over's JMESPath options cannot evaluate its key expression as
+                Powertools did (a function's arity, or a function only resolved when called): lock released.
         """
         try:
             found = self._find(data, held, now_ms, max_decoded_bytes)
-            if found is None:
-                return None
-            if found.status is RecordStatus.COMPLETE:
-                try:
-                    store.complete(found)
-                except ItemTooLargeError as e:
-                    found = dataclasses.replace(found, response=None)
-                    store.complete(found)
-                    _kept_without_response(found, e)
-                return found
+            if found is not None and found.status is RecordStatus.COMPLETE:  # copied to our store, and replayed
+                return _kept(*commit(store, held, found, [], _release_failed))
         except BaseException as e:
-            _release_after(store, held, e)
+            _release_after(functools.partial(store.release, held), held, e)
             raise
-        store.release(held)
+        if found is not None:  # Powertools' live lock: ours goes
+            store.release(held)
         return found
 
     async def aread_through(
         self, data: Any, held: IdempotencyRecord, store: AsyncPersistenceLayer, now_ms: int, max_decoded_bytes: int
     ) -> IdempotencyRecord | None:
-        """:meth:`read_through` for ``async with``, run in a thread (the read never blocks the event loop).
+        """:meth:`read_through` for ``async with``: the Powertools read runs in a thread, our store's calls on the loop.
 
-        A sync store's adapter (:func:`persistence.as_async_store`) is read through as its store; a native async
-        store's calls run on the event loop, the thread waiting for each. A cancellation waits for the read-through's
-        end: our lock, if it is still held, is then released.
+        No thread waits for the loop (a store's call may itself need one of the loop's threads). A cancellation
+        waits for the read or the store call under way: a copy committed stays committed; otherwise our lock is
+        released.
 
         Raises:
-            PersistenceLayerError: As :meth:`read_through` raises it (our lock was released).
-            IdempotencyValidationError: As :meth:`read_through` raises it (our lock was released).
-            asyncio.CancelledError: The task was cancelled: the read-through ran to its end, and our lock was released.
+            The same as :meth:`read_through`, and ``asyncio.CancelledError``: the body must not run.
         """
         import asyncio  # noqa: PLC0415 - imported by the running loop already
 
-        if isinstance(store, (InlineStore, ThreadedStore)):
-            sync = store.store
-        else:
-            on_loop = functools.partial(asyncio.run_coroutine_threadsafe, loop=asyncio.get_running_loop())
-            sync = cast("PersistenceLayer", _OnLoop(store, on_loop))
-        call = asyncio.to_thread(self.read_through, data, held, sync, now_ms, max_decoded_bytes)
-        return await acquire_settled(call, store, held)
+        copy = too_large = cancelled = None
+        try:
+            found = await settled(asyncio.to_thread(self._find, data, held, now_ms, max_decoded_bytes))
+            if found is not None and found.status is RecordStatus.COMPLETE:  # copied to our store, and replayed
+                copy, too_large, done, cancelled = await acommit(store, held, found, [], _release_failed)
+                if cancelled is not None and copy is None:  # not committed: our lock goes
+                    raise cancelled from (None if done.cancelled() else done.exception())  # noqa: TRY301 - released below
+                done.result()  # the store's error, when the copy was not committed: our lock goes
+        except BaseException as e:
+            releasing, _ = await settle(store.release(held))
+            _release_after(releasing.result, held, e)
+            raise
+        if copy is not None:
+            _kept(copy, too_large)
+            if cancelled is not None:  # it came while the copy was committed: the copy stands, the body never runs
+                raise cancelled
+            return copy
+        if found is not None:  # Powertools' live lock: ours goes
+            await settled(store.release(held))
+        return found
 
 
-@dataclass(frozen=True, slots=True)
-class _OnLoop:
-    """A native async store as :meth:`PowertoolsCutover.read_through` calls it from its thread: on the loop."""
-
-    store: AsyncPersistenceLayer
-    on_loop: Callable[[Any], concurrent.futures.Future[None]]  # asyncio.run_coroutine_threadsafe, on the loop
-
-    def complete(self, record: IdempotencyRecord) -> None:
-        self.on_loop(self.store.complete(record)).result()
-
-    def release(self, record: IdempotencyRecord) -> None:
-        self.on_loop(self.store.release(record)).result()
+def _kept(copy: IdempotencyRecord, too_large: ItemTooLargeError | None) -> IdempotencyRecord:
+    """The copy committed; said once committed when it is kept without the response (a failed commit fails)."""
+    if too_large is not None:
+        logger.warning(
+            "the Powertools response of %r is too large for our store (%s): kept without it", copy.key, too_large
+        )
+    return copy
 
 
-def _kept_without_response(record: IdempotencyRecord, error: ItemTooLargeError) -> None:
-    """Said once the copy without its response is committed (a commit that fails is the record's failure)."""
-    logger.warning("the Powertools response of %r is too large for our store (%s): kept without it", record.key, error)
-
-
-def _release_after(store: PersistenceLayer, held: IdempotencyRecord, error: BaseException) -> None:
-    """Release our lock after the read-through failed with ``error``; a failed release is noted on ``error``."""
+def _release_after(release: Callable[[], object], held: IdempotencyRecord, error: BaseException) -> None:
+    """Release our lock after the read-through failed with ``error`` (``release`` does, or reads how it went)."""
     try:
-        store.release(held)
+        release()
     except Exception as failed:  # noqa: BLE001 - any store's failure: the read-through's error still wins
-        logger.error("could not release %r after the Powertools read-through failed (%r): %s", held.key, error, failed)  # noqa: TRY400
-        if hasattr(error, "add_note"):  # Python 3.11+
-            error.add_note(f"idempotent-consumer: releasing {held.key!r} failed as well: {failed!r}")
+        _release_failed(held, error, failed)
+
+
+def _release_failed(held: IdempotencyRecord, error: BaseException | None, failed: Exception) -> None:
+    """Releasing ``held`` failed with ``failed`` after ``error``: logged, and noted on ``error``."""
+    logger.error("could not release %r after the Powertools read-through failed (%r): %s", held.key, error, failed)
+    if error is not None and hasattr(error, "add_note"):  # Python 3.11+
+        error.add_note(f"idempotent-consumer: releasing {held.key!r} failed as well: {failed!r}")
