@@ -9,13 +9,20 @@ scenario runs in a subprocess, so that a regression fails the test at its timeou
 
 from __future__ import annotations
 
+import asyncio
+import datetime as dt
 import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from consumer import IdempotencyConfig, IdempotencyGuard, PowertoolsCutover
+from persistence import IdempotencyRecord, InMemoryPersistenceLayer, RecordStatus
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -102,7 +109,7 @@ asyncio.run(main())
 def test_a_native_async_store_that_needs_the_default_pool_never_waits_for_a_thread_the_read_through_holds():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     try:
-        done = subprocess.run(  # noqa: S603 - our interpreter, our script
+        done = subprocess.run(
             [sys.executable, "-c", SCENARIO], capture_output=True, text=True, timeout=30, env=env, check=False
         )
     except subprocess.TimeoutExpired:
@@ -114,3 +121,91 @@ def test_a_native_async_store_that_needs_the_default_pool_never_waits_for_a_thre
     assert answer["results"][::2] == [f"by powertools {n}" for n in range(0, 10, 2)]
     assert answer["response"] == {"batchItemFailures": [{"itemIdentifier": f"m-{n}"} for n in range(1, 10, 2)]}
     assert len(answer["kept"]) == 5  # the COMPLETED records' copies; the in-progress ones' locks were released
+
+
+UNTIL = dt.datetime(2099, 1, 1, tzinfo=dt.timezone.utc)
+COMPLETED = {"status": {"S": "COMPLETED"}, "expiration": {"N": "4000000000"}, "data": {"S": '"by powertools"'}}
+
+
+class _Table:
+    """The Powertools table: one COMPLETED item; a read waits for ``answer`` when it is given."""
+
+    def __init__(self, answer: threading.Event | None = None) -> None:
+        self.answer = answer
+        self.reading = threading.Event()
+
+    def get_item(self, **_: Any) -> dict[str, Any]:
+        self.reading.set()
+        if self.answer is not None:
+            assert self.answer.wait(30)
+        return {"Item": COMPLETED}
+
+
+class _HeldStore:
+    """A native async store whose commits wait for ``proceed`` (``committing`` is set meanwhile)."""
+
+    def __init__(self) -> None:
+        self.inner = InMemoryPersistenceLayer()
+        self.committing = asyncio.Event()
+        self.proceed = asyncio.Event()
+
+    async def acquire(self, record: IdempotencyRecord, now_ms: int) -> IdempotencyRecord | None:
+        return self.inner.acquire(record, now_ms)
+
+    async def complete(self, record: IdempotencyRecord) -> None:
+        self.committing.set()
+        await self.proceed.wait()
+        self.inner.complete(record)
+
+    async def release(self, record: IdempotencyRecord) -> None:
+        self.inner.release(record)
+
+
+def _guarded(store: Any, table: _Table, ran: list[int]) -> Any:
+    cutover = PowertoolsCutover(table_name="pt", until=UNTIL, key_prefix="p", event_key_jmespath="messageId",
+                                boto3_client=table)  # fmt: skip
+    config = IdempotencyConfig(powertools_cutover=cutover, event_key_jmespath="messageId")
+
+    async def run() -> None:
+        async with IdempotencyGuard({"messageId": "m-1"}, store=store, config=config):
+            ran.append(1)
+
+    return run()
+
+
+def test_a_cancellation_while_the_copy_is_committed_keeps_the_copy_and_runs_nothing(caplog):
+    store, ran = _HeldStore(), []
+
+    async def main() -> None:
+        task = asyncio.ensure_future(_guarded(store, _Table(), ran))
+        await store.committing.wait()
+        task.cancel()
+        await asyncio.sleep(0)  # the cancellation reaches the read-through, which waits for the commit's answer
+        store.proceed.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert ran == []
+    kept = list(store.inner.scan())
+    assert [(record.status, record.response) for record in kept] == [(RecordStatus.COMPLETE, '"by powertools"')]
+    assert "could not release" not in caplog.text  # the copy stands: no release was tried over it
+
+
+def test_a_cancellation_during_the_powertools_read_waits_for_it_and_releases_our_lock():
+    answer, store, ran = threading.Event(), _HeldStore(), []
+    table = _Table(answer)
+
+    async def main() -> None:
+        task = asyncio.ensure_future(_guarded(store, table, ran))
+        assert await asyncio.to_thread(table.reading.wait, 30)  # the read is under way in its thread
+        task.cancel()
+        await asyncio.sleep(0)
+        answer.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert ran == []
+    assert not store.committing.is_set()  # nothing copied: the record is Powertools' to replay when redelivered
+    assert list(store.inner.scan()) == []  # our lock was released
