@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import jmespath
 
 from consumer._async import settle, settled
-from consumer._errors import DecodeLimitError, IdempotencyValidationError
+from consumer._errors import DecodeLimitError, IdempotencyConfigError, IdempotencyValidationError
 from consumer._jmespath import DEFAULT_MAX_DECODED_BYTES
 from consumer._result import acommit, commit
 from consumer.config import _compile, _require
@@ -41,6 +41,7 @@ from consumer.powertools._formats import (
     COMPLETED,
     INPROGRESS,
     digest,
+    given_options,
     hasher,
     is_missing,
     powertools_options,
@@ -66,6 +67,8 @@ if TYPE_CHECKING:
     from persistence import AsyncPersistenceLayer, PersistenceLayer
 
 logger = logging.getLogger("idempotent_consumer")
+#: Errors of the cut-over's JMESPath options, not of a payload: a record meeting one fails, unrun.
+_MISCONFIGURED = (jmespath.exceptions.UnknownFunctionError, jmespath.exceptions.ArityError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,16 +177,21 @@ class PowertoolsCutover:
         lambda_name = self.lambda_function_name
         if lambda_name is None:
             lambda_name = os.environ.get("AWS_LAMBDA_FUNCTION_NAME", "test-func")
+        # Powertools' "" (its default) selects the whole payload: no expression, as our None.
+        key_expression = _compile("event_key_jmespath", self.event_key_jmespath or None)
+        validation_expression = _compile("payload_validation_jmespath", self.payload_validation_jmespath or None)
+        options = given_options(
+            self.jmespath_options, event_key_jmespath=key_expression, payload_validation_jmespath=validation_expression
+        )
         derived: dict[str, Any] = {
             "prefix": self.key_prefix or f"{lambda_name}.{function}",
             "_partition_value": self.static_pk_value
             if self.static_pk_value is not None
             else f"idempotency#{os.environ.get('AWS_LAMBDA_FUNCTION_NAME', '')}",
             "_until_ms": until.timestamp() * 1000,
-            # Powertools' "" (its default) selects the whole payload: no expression, as our None.
-            "_key_expression": _compile("event_key_jmespath", self.event_key_jmespath or None),
-            "_validation_expression": _compile("payload_validation_jmespath", self.payload_validation_jmespath or None),
-            "_options": jmespath.Options(**self.jmespath_options) if self.jmespath_options else None,
+            "_key_expression": key_expression,
+            "_validation_expression": validation_expression,
+            "_options": options,
             "_hasher": hasher(self.hash_function),
             "_table": DynamoDBPersistenceLayer(
                 self.table_name,
@@ -255,6 +263,12 @@ class PowertoolsCutover:
         except DecodeLimitError as e:  # unbounded, Powertools may have keyed it: the record fails, unrun
             msg = f"the Powertools cut-over's key of {held.key!r} (event_key_jmespath {self.event_key_jmespath!r}): {e}"
             raise DecodeLimitError(msg, function=e.function, limit=e.limit) from None
+        except _MISCONFIGURED as e:  # not the payload's: Powertools keyed with functions the cut-over lacks
+            msg = (
+                f"the Powertools cut-over cannot key {held.key!r} as Powertools did: event_key_jmespath "
+                f"{self.event_key_jmespath!r}: {e} (give it the jmespath_options Powertools keyed with)"
+            )
+            raise IdempotencyConfigError(msg) from e
         except Exception as e:  # noqa: BLE001 - Powertools failed on this payload too: it kept no record of it
             said = failure_said(e)  # its text may quote the payload (JMESPath's type error does): not logged
             logger.warning("no Powertools key for %r (%s): Powertools kept no record of it", held.key, said)
