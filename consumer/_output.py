@@ -157,7 +157,7 @@ class FunctionOutput:
             IdempotencyNoSerializationModelError: A serializer class was declared without a return annotation.
         """
         from consumer.serialization import BaseIdempotencyModelSerializer, BaseIdempotencySerializer  # noqa: PLC0415
-        from consumer.serialization._annotations import UnresolvedAnnotationError  # noqa: PLC0415 - only decorated functions need these
+        from consumer.serialization._types import UnresolvedAnnotationError  # noqa: PLC0415 - only decorated functions need these
 
         is_class = isinstance(declared, type) and issubclass(declared, BaseIdempotencyModelSerializer)
         if declared is not None and not is_class and not isinstance(declared, BaseIdempotencySerializer):
@@ -177,7 +177,7 @@ class FunctionOutput:
                 (``IdempotencyNoSerializationModelError`` for a declared class).
         """
         if self._serializer is _UNRESOLVED:
-            from consumer.serialization._annotations import UnresolvedAnnotationError, UnresolvedReturnError  # noqa: PLC0415 - see __init__
+            from consumer.serialization._types import UnresolvedAnnotationError, UnresolvedReturnError  # noqa: PLC0415 - see __init__
 
             try:
                 self._serializer = self._resolve()
@@ -196,7 +196,7 @@ class FunctionOutput:
 
     def _resolve(self) -> BaseIdempotencySerializer | None:
         from consumer.serialization import serializer_for  # noqa: PLC0415
-        from consumer.serialization._annotations import NO_ANNOTATION, namespace_of, resolve_fields, return_type  # noqa: PLC0415
+        from consumer.serialization._types import NO_ANNOTATION, namespace_of, resolve_fields, return_type  # noqa: PLC0415
 
         declared = self._declared
         if declared is not None and not isinstance(declared, type):
@@ -212,7 +212,7 @@ class FunctionOutput:
                     serializer = serializer_for(annotation)
                 except IdempotencyModelTypeError:  # A | B: stored as it is (a dataclass as a dict, with a warning)
                     return None
-        for name in ("model", "output_type"):  # the types a serializer of ours rebuilds
-            if hasattr(serializer, name):
-                resolve_fields(getattr(serializer, name), namespace_of(self._function))
+        model = getattr(serializer, "model", None)  # the type a serializer of ours rebuilds
+        if model is not None:
+            resolve_fields(model, namespace_of(self._function))
         return serializer

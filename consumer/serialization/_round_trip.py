@@ -19,11 +19,10 @@ import functools
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from consumer._errors import IdempotencyModelTypeError
 from consumer._serde import _warn_once, decode_result
-from consumer.serialization import _hints as hints
-from consumer.serialization._describe import describe
-from consumer.serialization._hints import allows
-from consumer.serialization._typed import fields_of, is_model_type
+from consumer.serialization._describe import a_type, describe
+from consumer.serialization._types import allows, fields_of, is_model_type, model_fields, shape
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -75,7 +74,7 @@ def require_replay(result: Any, text: str, from_dict: Callable[[Any], Any], hint
     except Exception as e:
         raise NotReplayableError(describe(e, type(result).__qualname__, result)) from e
     if type(replayed) is not type(result) and not _replays_as(result, replayed, hint):
-        raise NotReplayableError(f"{_a(type(result))} replays as {_a(type(replayed))}")
+        raise NotReplayableError(f"{a_type(type(result))} replays as {a_type(type(replayed))}")
     difference = first_difference(result, replayed, type(result).__qualname__, hint)
     if difference is not None:
         raise NotReplayableError(difference)
@@ -95,9 +94,9 @@ def first_difference(original: Any, replayed: Any, where: str, hint: Any = Any) 
     """
     t = type(original)
     if t is not type(replayed) and not _replays_as(original, replayed, hint):
-        return f"{where}: {_a(t)} replays as {_a(type(replayed))}"
+        return f"{where}: {a_type(t)} replays as {a_type(type(replayed))}"
     if t in _SCALARS or t is decimal.Decimal or t is float:
-        return None if _equal(original, replayed) else f"{where}: {_a(t)} replays with another value"
+        return None if _equal(original, replayed) else f"{where}: {a_type(t)} replays with another value"
     walk = _CONTAINERS.get(t) or _walk_of(t)
     if walk is not None:
         return walk(original, replayed, where, hint)
@@ -108,7 +107,7 @@ def first_difference(original: Any, replayed: Any, where: str, hint: Any = Any) 
     if _equal(original, replayed):
         return None
     how = "masked" if callable(getattr(original, "get_secret_value", None)) else "with another value"
-    return f"{where}: {_a(t)} replays {how}"
+    return f"{where}: {a_type(t)} replays {how}"
 
 
 _SCALARS = frozenset((str, int, bool, type(None)))  # compared by ==, which for these is the value
@@ -143,14 +142,14 @@ def _as_its_base(original: Any, replayed: Any, hint: Any) -> bool:
     base = type(replayed)
     if base not in _BASES or type(original) is bool or not isinstance(original, base) or not allows(hint, base):
         return False
-    _warn_once(type(original), f"results of type %s replay as {_a(base)}: only that is stored")
+    _warn_once(type(original), f"results of type %s replay as {a_type(base)}: only that is stored")
     return True
 
 
 def _items(original: list[Any] | tuple[Any, ...], replayed: Any, where: str, hint: Any) -> str | None:
     if len(original) != len(replayed):
         return f"{where}: {len(original)} items replay as {len(replayed)}"
-    first, rest = hints.items(hint)
+    first, rest = shape(hint).items()
     for i, (o, r) in enumerate(zip(original, replayed, strict=True)):
         at = first[i] if i < len(first) else rest
         if not _same_scalar(o, r) and (difference := first_difference(o, r, f"{where}[{i}]", at)):
@@ -169,7 +168,7 @@ def _entries(original: dict[Any, Any], replayed: dict[Any, Any], where: str, hin
     # A key is named by its place: keys are data.
     if len(original) != len(replayed):
         return f"{where}: {len(original)} keys replay as {len(replayed)}"
-    keys, values = hints.entries(hint)
+    keys, values = shape(hint).entries()
     for i, ((key, value), (other_key, other_value)) in enumerate(zip(original.items(), replayed.items(), strict=True)):
         difference = first_difference(key, other_key, f"{where}.keys()[{i}]", keys)
         difference = difference or first_difference(value, other_value, f"{where}[<key {i}>]", values)
@@ -187,11 +186,13 @@ def _members(original: set[Any] | frozenset[Any], replayed: Any, where: str, hin
         extra = [m for m in replayed if m not in original]
     except Exception:  # noqa: BLE001 - an == or a hash that raises says nothing about the replay
         return None
-    each = hints.items(hint)[1]
+    each = shape(hint).items()[1]
     for member in missing:
         match = next((i for i, e in enumerate(extra) if first_difference(member, e, where, each) is None), None)
         if match is None:
-            return None if _by_identity(member) else f"{where}: a member {_a(type(member))} replays as another value"
+            return (
+                None if _by_identity(member) else f"{where}: a member {a_type(type(member))} replays as another value"
+            )
         extra.pop(match)
     return None
 
@@ -223,7 +224,12 @@ def _fields(original: Any, replayed: Any, where: str, names: Iterable[str], anno
 def _dataclass(original: Any, replayed: Any, where: str, hint: Any) -> str | None:
     cls = type(original)
     names = fields_of(cls)
-    difference = _fields(original, replayed, where, names, hints.dataclass_fields(cls, hint))
+    found = shape(hint)
+    try:  # the annotations of its fields, those of the type it is an instance of (Box[Line]) given
+        annotated = (found if found.cls is cls else shape(cls)).fields()
+    except IdempotencyModelTypeError:  # not resolved: nothing known of its fields
+        annotated = {}
+    difference = _fields(original, replayed, where, names, annotated)
     return difference or _unstored(original, replayed, where, names)
 
 
@@ -287,7 +293,7 @@ def _cached(cls: type, name: str) -> bool:
 
 def _model(original: Any, replayed: Any, where: str) -> str | None:
     # Private attributes are not data (model_dump leaves them out): a replay has them as a new model gets them.
-    annotated = hints.model_fields(type(original))
+    annotated = model_fields(type(original))
     difference = _fields(original, replayed, where, annotated, annotated)
     if difference is None and (original.__pydantic_extra__ or replayed.__pydantic_extra__):
         difference = _entries(original.__pydantic_extra__ or {}, replayed.__pydantic_extra__ or {}, where, Any)
@@ -316,8 +322,3 @@ def _by_identity(value: Any) -> bool:
 
 def _nan(value: Any) -> bool:
     return isinstance(value, float | decimal.Decimal) and value != value  # noqa: PLR0124 - NaN is not itself
-
-
-def _a(t: type) -> str:
-    name = t.__qualname__
-    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
