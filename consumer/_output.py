@@ -38,37 +38,26 @@ def encode_output(result: Any, serializer: BaseIdempotencySerializer | None) -> 
     """
     if serializer is None or result is None:
         return encode_result(result)
+    from consumer.serialization._describe import reason  # noqa: PLC0415 - loaded with the serializer
+    from consumer.serialization._round_trip import ChecksReplay, NotReplayableError  # noqa: PLC0415 - as reason
+
+    ours = isinstance(serializer, ChecksReplay)
     try:
         stored = serializer.to_dict(result)
     except Exception as e:  # noqa: BLE001 - any failure of the serializer is this result's ResultEncodingError
-        said, cause = _said(e, serializer)
-        msg = f"{serializer!r}.to_dict failed on a result of type {type(result).__qualname__}: {said}"
-        raise ResultEncodingError(msg) from cause
+        # A built-in serializer's error is said without what its message may quote of the result (the bytes
+        # Pydantic could not dump), and not chained: a logged traceback would print its text. A serializer of the
+        # application's: its own words, chained.
+        msg = f"{serializer!r}.to_dict failed on a result of type {type(result).__qualname__}: "
+        raise ResultEncodingError(msg + (reason(e) if ours else repr(e))) from (None if ours else e)
     text = encode_result(stored)
-    if len(text) <= MAX_ITEM_BYTES:  # over it (in characters, so in bytes too), no store of ours takes it
-        _check_replay(result, text, serializer)
-    return text
-
-
-def _said(error: Exception, serializer: BaseIdempotencySerializer) -> tuple[str, Exception | None]:
-    # What to say of a serializer's error, and the cause to chain. A built-in serializer's error is said without
-    # what its message may quote of the result (the bytes Pydantic could not dump), and not chained: a logged
-    # traceback would print its text. A serializer of the application's: its own words, chained.
-    from consumer.serialization._describe import reason  # noqa: PLC0415 - a failure only
-    from consumer.serialization._round_trip import ChecksReplay  # noqa: PLC0415 - loaded with the serializer
-
-    return (reason(error), None) if isinstance(serializer, ChecksReplay) else (repr(error), error)
-
-
-def _check_replay(result: Any, text: str, serializer: BaseIdempotencySerializer) -> None:
-    from consumer.serialization._round_trip import ChecksReplay, NotReplayableError  # noqa: PLC0415 - loaded with the serializer
-
-    if isinstance(serializer, ChecksReplay):
+    if ours and len(text) <= MAX_ITEM_BYTES:  # over it (in characters, so in bytes too), no store of ours takes it
         try:
-            serializer.check_replay(result, text)
+            serializer.check_replay(result, text)  # type: ignore[attr-defined]  # a ChecksReplay
         except NotReplayableError as e:  # said by type and place; its cause (a ValidationError) quotes the result
             msg = f"{serializer!r} would not replay the result as itself: {e}"
             raise ResultEncodingError(msg) from None
+    return text
 
 
 def unstored(

@@ -20,7 +20,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from consumer._errors import IdempotencyModelTypeError
-from consumer._serde import _warn_once, decode_result
+from consumer._serde import _BASES, _warn_stored_as, decode_result
 from consumer.serialization._describe import a_type, describe
 from consumer.serialization._types import allows, fields_of, is_model_type, model_fields, shape
 
@@ -111,7 +111,6 @@ def first_difference(original: Any, replayed: Any, where: str, hint: Any = Any) 
 
 
 _SCALARS = frozenset((str, int, bool, type(None)))  # compared by ==, which for these is the value
-_BASES = frozenset((str, int, float, decimal.Decimal, bytes, bytearray, list, tuple, dict, set, frozenset))
 
 
 def _replays_as(original: Any, replayed: Any, hint: Any) -> bool:
@@ -142,7 +141,7 @@ def _as_its_base(original: Any, replayed: Any, hint: Any) -> bool:
     base = type(replayed)
     if base not in _BASES or type(original) is bool or not isinstance(original, base) or not allows(hint, base):
         return False
-    _warn_once(type(original), f"results of type %s replay as {a_type(base)}: only that is stored")
+    _warn_stored_as(type(original), base)
     return True
 
 
