@@ -27,7 +27,7 @@ def encode_output(result: Any, serializer: BaseIdempotencySerializer | None) -> 
     """The JSON text to store for ``result``: ``serializer.to_dict(result)`` (never for ``None``), encoded.
 
     A built-in typed serializer's text is then checked to replay as ``result`` (decoded and rebuilt as a replay
-    would: :meth:`~consumer.serialization._round_trip.ChecksReplay.check_replay`), unless it is too large for any
+    would: :meth:`~consumer.serialization._Typed.check_replay`), unless it is too large for any
     store of ours to take (they refuse it with ``ItemTooLargeError`` whatever it holds). Other serializers are not
     checked.
 
@@ -38,10 +38,11 @@ def encode_output(result: Any, serializer: BaseIdempotencySerializer | None) -> 
     """
     if serializer is None or result is None:
         return encode_result(result)
-    from consumer.serialization._describe import reason  # noqa: PLC0415 - loaded with the serializer
-    from consumer.serialization._round_trip import ChecksReplay, NotReplayableError  # noqa: PLC0415 - as reason
+    from consumer.serialization import _Typed  # noqa: PLC0415 - loaded with the serializer
+    from consumer.serialization._describe import reason  # noqa: PLC0415 - as _Typed
+    from consumer.serialization._round_trip import NotReplayableError  # noqa: PLC0415 - as _Typed
 
-    ours = isinstance(serializer, ChecksReplay)
+    ours = serializer if isinstance(serializer, _Typed) else None
     try:
         stored = serializer.to_dict(result)
     except Exception as e:  # noqa: BLE001 - any failure of the serializer is this result's ResultEncodingError
@@ -49,11 +50,11 @@ def encode_output(result: Any, serializer: BaseIdempotencySerializer | None) -> 
         # Pydantic could not dump), and not chained: a logged traceback would print its text. A serializer of the
         # application's: its own words, chained.
         msg = f"{serializer!r}.to_dict failed on a result of type {type(result).__qualname__}: "
-        raise ResultEncodingError(msg + (reason(e) if ours else repr(e))) from (None if ours else e)
+        raise ResultEncodingError(msg + (repr(e) if ours is None else reason(e))) from (e if ours is None else None)
     text = encode_result(stored)
-    if ours and len(text) <= MAX_ITEM_BYTES:  # over it (in characters, so in bytes too), no store of ours takes it
+    if ours is not None and len(text) <= MAX_ITEM_BYTES:  # over it (in characters, so in bytes too), no store takes it
         try:
-            serializer.check_replay(result, text)  # type: ignore[attr-defined]  # a ChecksReplay
+            ours.check_replay(result, text)
         except NotReplayableError as e:  # said by type and place; its cause (a ValidationError) quotes the result
             msg = f"{serializer!r} would not replay the result as itself: {e}"
             raise ResultEncodingError(msg) from None

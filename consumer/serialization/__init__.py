@@ -11,7 +11,7 @@ The class names and methods are those of Powertools for AWS Lambda (Python), so 
 
 The serializers built in here (not a pair of functions of yours) make sure of what they store: when a guard
 stores a result, the text it encoded once is decoded and rebuilt through ``from_dict``, as a replay would, and
-compared with the result (:meth:`~consumer.serialization._round_trip.ChecksReplay.check_replay`). When they differ (a
+compared with the result (:meth:`~consumer.serialization._Typed.check_replay`). When they differ (a
 ``SecretStr`` dumped masked, a field left out of ``model_dump``, a subclass of the annotated class) the result is
 committed without its response, with a warning, rather than replayed as something else. A subclass of one of
 them is checked through its own ``to_dict`` and ``from_dict``, as its replays go.
@@ -42,7 +42,7 @@ import abc
 from typing import TYPE_CHECKING, Any
 
 from consumer._errors import IdempotencyModelTypeError, IdempotencyNoSerializationModelError
-from consumer.serialization._round_trip import ChecksReplay
+from consumer.serialization import _round_trip
 from consumer.serialization._typed import plain, rebuild
 from consumer.serialization._types import holds_models, is_dataclass_type, is_model_type, optional_of
 
@@ -142,9 +142,15 @@ class CustomDictSerializer(BaseIdempotencySerializer):
         return self._from_dict(data)
 
 
-class _Typed(BaseIdempotencySerializer, ChecksReplay):
-    """Dataclasses and models inside containers (``list[Order]``, ``dict[str, Order]``, ``tuple[Order, ...]``) and
-    generic dataclasses (``Box[Line]``); their replay is checked as :class:`DataclassSerializer`'s is."""  # noqa: D205, D209
+class _Typed(BaseIdempotencySerializer):
+    """The serializers built in here: a type's values stored as plain values (:func:`plain`) and rebuilt from them;
+    dataclasses and models inside containers (``list[Order]``, ``dict[str, Order]``, ``tuple[Order, ...]``) and
+    generic dataclasses (``Box[Line]``) as they are, a dataclass or a model by its own class below.
+
+    The guard encodes ``to_dict(result)`` once and passes that text to :meth:`check_replay`, which decodes it and
+    rebuilds it through ``from_dict``, as a replay does: the pair is checked as it is used, a subclass's overrides
+    included.
+    """  # noqa: D205 - the summary needs two lines
 
     def __init__(self, model: Any) -> None:
         self.model = model
@@ -157,9 +163,13 @@ class _Typed(BaseIdempotencySerializer, ChecksReplay):
         """The instance rebuilt from its stored dict (a model is validated)."""
         return rebuild(self.model, data)
 
-    def replay_type(self) -> Any:
-        """The type rebuilt: its annotations say what each place of a result replays as."""
-        return self.model
+    def check_replay(self, result: Any, text: str) -> None:
+        """Check that ``text``, the stored form of ``result``, replays as ``result``, as ``model`` annotates it.
+
+        Raises:
+            NotReplayableError: It replays as something else, or not at all.
+        """
+        _round_trip.require_replay(result, text, self.from_dict, self.model)
 
     def __repr__(self) -> str:
         return f"serializer_for({self.model!r})"
@@ -189,7 +199,7 @@ class DataclassSerializer(_OneModel):
     :class:`~consumer.ResponseDecodeError`; fields with ``init=False`` are restored after construction.
 
     A result whose stored form would not replay as itself is committed without its response when a guard stores
-    it (:meth:`~consumer.serialization._round_trip.ChecksReplay.check_replay`): a subclass, a dict, a dataclass, a
+    it (:meth:`~consumer.serialization._Typed.check_replay`): a subclass, a dict, a dataclass, a
     model or a plain enum in a field annotated ``Any``, an attribute that is not a field (set by ``__post_init__`` or a
     custom ``__init__``, in ``__dict__`` or in a slot), a model field that does not replay (see
     :class:`PydanticSerializer`). The values are compared field by field, with

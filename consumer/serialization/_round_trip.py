@@ -12,7 +12,6 @@ Its messages say where the replay differs by field names, indexes and types; a d
 
 from __future__ import annotations
 
-import abc
 import decimal
 import enum
 import functools
@@ -30,31 +29,6 @@ if TYPE_CHECKING:
 
 class NotReplayableError(ValueError):
     """A result is stored in a form that does not replay as itself; the message says where it differs."""
-
-
-class ChecksReplay(abc.ABC):
-    """A serializer whose stored text is checked to replay as the result (the built-in typed serializers).
-
-    The guard encodes ``to_dict(result)`` once and passes that text to :meth:`check_replay`, which decodes it
-    and rebuilds it through ``from_dict``, as a replay does: the pair is checked as it is used, a subclass's
-    overrides included.
-    """
-
-    @abc.abstractmethod
-    def from_dict(self, data: dict[str, Any]) -> Any:
-        """The result to replay for ``data``, the value ``to_dict`` returned (as the encoder replays it)."""
-
-    def check_replay(self, result: Any, text: str) -> None:
-        """Check that ``text``, the stored form of ``result``, replays as ``result``.
-
-        Raises:
-            NotReplayableError: It replays as something else, or not at all.
-        """
-        require_replay(result, text, self.from_dict, self.replay_type())
-
-    def replay_type(self) -> Any:
-        """The type ``from_dict`` rebuilds (its annotations say what each place replays as); ``Any`` if unknown."""
-        return Any
 
 
 def require_replay(result: Any, text: str, from_dict: Callable[[Any], Any], hint: Any = Any) -> None:
