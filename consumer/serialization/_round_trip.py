@@ -15,7 +15,6 @@ from __future__ import annotations
 import decimal
 import enum
 import functools
-import weakref
 from typing import TYPE_CHECKING, Any
 
 from consumer._errors import IdempotencyModelTypeError
@@ -24,7 +23,7 @@ from consumer.serialization._describe import a_type, describe
 from consumer.serialization._types import allows, fields_of, is_model_type, model_fields, shape
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Iterator
 
 
 class NotReplayableError(ValueError):
@@ -216,47 +215,19 @@ def _unstored(original: Any, replayed: Any, where: str, names: dict[str, Any]) -
         for name in attributes:
             if name not in kept and name not in names and not _cached(type(original), name):
                 return f"{where}.{name}: an attribute that is not a field is not stored: a replay does not have it"
-    for name, slot in _slots(type(original)).items():
-        if name not in names and _is_set(slot, original) and not _is_set(slot, replayed):
+    for name in _slot_names(type(original)):
+        if name not in names and hasattr(original, name) and not hasattr(replayed, name):
             return f"{where}.{name}: an attribute that is not a field is not stored: a replay does not have it"
     return None
 
 
-# The slots each class met so far declares, its bases' too, by attribute name (a class of a test is let go with it).
-_SLOTS: weakref.WeakKeyDictionary[type, dict[str, Any]] = weakref.WeakKeyDictionary()
-
-
-def _slots(cls: type) -> dict[str, Any]:
-    known = _SLOTS.get(cls)
-    if known is None:
-        known = _SLOTS[cls] = {
-            name: vars(c)[name]
-            for c in reversed(cls.__mro__)
-            for name in map(functools.partial(_mangled, c), _declared(c))
-            if name in vars(c)
-        }
-    return known
-
-
-def _declared(cls: type) -> tuple[str, ...]:
-    slots = vars(cls).get("__slots__", ())
-    names = (slots,) if isinstance(slots, str) else tuple(slots)
-    return tuple(n for n in names if n not in ("__dict__", "__weakref__"))
-
-
-def _mangled(cls: type, name: str) -> str:
-    # A slot named __x is stored as _Class__x, as any private name is.
-    if name.startswith("__") and not name.endswith("__"):
-        return f"_{cls.__name__.lstrip('_')}{name}"
-    return name
-
-
-def _is_set(slot: Any, instance: Any) -> bool:
-    try:
-        slot.__get__(instance, type(instance))
-    except AttributeError:
-        return False
-    return True
+def _slot_names(cls: type) -> Iterator[str]:
+    # The slots of the class and its bases, by attribute name: a slot named __x is _Class__x, as any private name.
+    for c in cls.__mro__:
+        slots = vars(c).get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            private = name.startswith("__") and not name.endswith("__")
+            yield f"_{c.__name__.lstrip('_')}{name}" if private else name
 
 
 def _cached(cls: type, name: str) -> bool:
