@@ -56,7 +56,6 @@ def _plain(value: Any, depth: int, float_ok: Callable[[float], bool]) -> bool:  
     return t in _ATOMS or (t is float and float_ok(value))
 
 
-_FLAT_VALUES = frozenset((str, int, bool, type(None)))
 _STR = frozenset((str,))
 
 
@@ -215,7 +214,7 @@ def encode_result(value: Any) -> str:
     try:
         if type(value) is dict and _TAG not in value:  # the usual result: one level of str, int, bool, None
             for k, v in value.items():
-                if type(k) is not str or type(v) not in _FLAT_VALUES:
+                if type(k) is not str or type(v) not in _ATOMS:
                     break
             else:
                 text = _PLAIN.encode(value)

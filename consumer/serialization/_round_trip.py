@@ -18,7 +18,7 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from consumer._errors import IdempotencyModelTypeError
-from consumer._serde import _BASES, _warn_stored_as, decode_result
+from consumer._serde import _ATOMS, _BASES, _warn_stored_as, decode_result
 from consumer.serialization._describe import a_type, describe
 from consumer.serialization._types import allows, fields_of, is_model_type, model_fields, shape
 
@@ -68,7 +68,7 @@ def first_difference(original: Any, replayed: Any, where: str, hint: Any = Any) 
     t = type(original)
     if t is not type(replayed) and not _replays_as(original, replayed, hint):
         return f"{where}: {a_type(t)} replays as {a_type(type(replayed))}"
-    if t in _SCALARS or t is decimal.Decimal or t is float:
+    if t in _ATOMS or t is decimal.Decimal or t is float:
         return None if _equal(original, replayed) else f"{where}: {a_type(t)} replays with another value"
     walk = _CONTAINERS.get(t) or _walk_of(t)
     if walk is not None:
@@ -81,9 +81,6 @@ def first_difference(original: Any, replayed: Any, where: str, hint: Any = Any) 
         return None
     how = "masked" if callable(getattr(original, "get_secret_value", None)) else "with another value"
     return f"{where}: {a_type(t)} replays {how}"
-
-
-_SCALARS = frozenset((str, int, bool, type(None)))  # compared by ==, which for these is the value
 
 
 def _replays_as(original: Any, replayed: Any, hint: Any) -> bool:
@@ -132,7 +129,7 @@ def _items(original: list[Any] | tuple[Any, ...], replayed: Any, where: str, hin
 def _same_scalar(original: Any, replayed: Any) -> bool:
     # The usual item or field (a str, an int, ...) equal to its replay: nothing to walk, no place to name.
     t = type(original)
-    return t is type(replayed) and t in _SCALARS and original == replayed
+    return t is type(replayed) and t in _ATOMS and original == replayed
 
 
 def _entries(original: dict[Any, Any], replayed: dict[Any, Any], where: str, hint: Any) -> str | None:

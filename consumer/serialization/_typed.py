@@ -12,18 +12,15 @@ defined it.
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
-import decimal
 import enum
 import functools
 import inspect
 import json
 import sys
-import uuid
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from consumer._serde import _name
+from consumer._serde import _ATOMS, _SCALARS, _name
 from consumer.serialization._describe import (
     MissingFieldsError,
     NotAMemberError,
@@ -140,10 +137,9 @@ def rebuild(tp: Any, value: Any) -> Any:
         raise
 
 
-# Types rebuild() leaves as they are, told apart without a call (the fields of most dataclasses).
-_LEAVES = frozenset(
-    (str, int, float, bool, bytes, bytearray, decimal.Decimal, dt.datetime, dt.date, dt.time, dt.timedelta, uuid.UUID)
-)
+# Types rebuild() leaves as they are, told apart without a call (the fields of most dataclasses): those the result
+# encoder replays exactly.
+_LEAVES = frozenset((*_ATOMS, float, *_SCALARS))
 
 
 def _member(cls: Any, value: Any) -> Any:
