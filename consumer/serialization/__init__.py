@@ -155,11 +155,11 @@ class _Typed(BaseIdempotencySerializer):
     def __init__(self, model: Any) -> None:
         self.model = model
 
-    def to_dict(self, data: Any) -> Any:
+    def to_dict(self, data: Any) -> dict[str, Any]:
         """The instance as plain values: its fields, nested dataclasses and models as dicts (JSON-ready)."""
-        return plain(data)
+        return plain(data)  # type: ignore[no-any-return]  # a dict for an instance of a dataclass or a model
 
-    def from_dict(self, data: Any) -> Any:
+    def from_dict(self, data: dict[str, Any]) -> Any:
         """The instance rebuilt from its stored dict (a model is validated)."""
         return rebuild(self.model, data)
 
