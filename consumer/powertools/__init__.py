@@ -29,10 +29,8 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import jmespath
-
 from consumer._async import settle, settled
-from consumer._errors import DecodeLimitError, IdempotencyConfigError, IdempotencyValidationError
+from consumer._errors import DecodeLimitError, IdempotencyConfigError, IdempotencyKeyError, IdempotencyValidationError
 from consumer._jmespath import DEFAULT_MAX_DECODED_BYTES
 from consumer._result import acommit, commit
 from consumer.config import _compile, _require
@@ -40,6 +38,7 @@ from consumer.keys import failure_said
 from consumer.powertools._formats import (
     COMPLETED,
     INPROGRESS,
+    MISCONFIGURED,
     digest,
     given_options,
     hasher,
@@ -60,6 +59,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     import boto3
+    import jmespath
     from botocore.config import Config
     from jmespath.parser import ParsedResult
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -67,8 +67,6 @@ if TYPE_CHECKING:
     from persistence import AsyncPersistenceLayer, PersistenceLayer
 
 logger = logging.getLogger("idempotent_consumer")
-#: Errors of the cut-over's JMESPath options, not of a payload: a record meeting one fails, unrun.
-_MISCONFIGURED = (jmespath.exceptions.UnknownFunctionError, jmespath.exceptions.ArityError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +108,8 @@ class PowertoolsCutover:
         jmespath_options: Powertools' ``jmespath_options`` (by default its ``powertools_*`` functions, which here
             decode at most the config's ``max_decoded_bytes``, as ours do; functions given here are not bounded).
         payload: Turns what our guard receives into what the Powertools function received, when they differ (a
-            Powertools batch processor with a parser ``model`` handed the record handler a model, for instance).
+            Powertools batch processor with a parser ``model`` handed the record handler a model, for instance); when
+            it raises, the record fails unrun (Powertools may have kept a record of what its function received).
         key_attr: Partition key attribute (``"id"``).
         sort_key_attr: Set on a composite-key table: the key is there and the partition key holds
             ``static_pk_value``.
@@ -209,9 +208,6 @@ class PowertoolsCutover:
         """Whether the window is open at ``now_ms`` (epoch milliseconds, the guard's clock)."""
         return now_ms < self._until_ms
 
-    def _digest(self, value: Any) -> str:
-        return digest(value, self._hasher)
-
     def _select(self, expression: ParsedResult | None, payload: Any, limit: int) -> Any:
         options = self._options or powertools_options(limit)
         return payload if expression is None else expression.search(payload, options=options)
@@ -229,13 +225,16 @@ class PowertoolsCutover:
         """
         return self._key_of(self._payload(data), max_decoded_bytes)
 
-    def _payload(self, data: Any) -> Any:
-        """What the Powertools function received, as Powertools hashed it."""
-        return powertools_payload(data) if self.payload is None else self.payload(data)
+    def _payload(self, data: Any, our_key: str = "") -> Any:
+        """What the Powertools function received, as Powertools hashed it; a failing ``payload=`` fails the record."""
+        try:
+            return powertools_payload(data) if self.payload is None else self.payload(data)
+        except Exception as e:  # ours, not Powertools': Powertools may have kept a record of what it received
+            raise IdempotencyKeyError(f"the cut-over's payload of {our_key!r} failed: {failure_said(e)}") from e
 
     def _key_of(self, payload: Any, limit: int) -> str | None:
         selection = self._select(self._key_expression, payload, limit)
-        return None if is_missing(selection) else f"{self.prefix}#{self._digest(selection)}"
+        return None if is_missing(selection) else f"{self.prefix}#{digest(selection, self._hasher)}"
 
     # -- the read ---------------------------------------------------------------------------------------
 
@@ -257,13 +256,13 @@ class PowertoolsCutover:
 
     def _find(self, data: Any, held: IdempotencyRecord, now_ms: int, limit: int) -> IdempotencyRecord | None:
         """What the Powertools table says of ``data``, in our terms (see :meth:`read_through`)."""
+        payload = self._payload(data, held.key)  # once: the key and the validation hash both read it
         try:
-            payload = self._payload(data)  # once: the key and the validation hash both read it
             key = self._key_of(payload, limit)
         except DecodeLimitError as e:  # unbounded, Powertools may have keyed it: the record fails, unrun
             msg = f"the Powertools cut-over's key of {held.key!r} (event_key_jmespath {self.event_key_jmespath!r}): {e}"
             raise DecodeLimitError(msg, function=e.function, limit=e.limit) from None
-        except _MISCONFIGURED as e:  # not the payload's: Powertools keyed with functions the cut-over lacks
+        except MISCONFIGURED as e:  # not the payload's: Powertools keyed with functions the cut-over lacks
             msg = (
                 f"the Powertools cut-over cannot key {held.key!r} as Powertools did: event_key_jmespath "
                 f"{self.event_key_jmespath!r}: {e} (give it the jmespath_options Powertools keyed with)"
@@ -300,7 +299,7 @@ class PowertoolsCutover:
         if self._validation_expression is None:
             return
         stored = item.get(self.validation_key_attr, {}).get("S")
-        if stored != self._digest(self._select(self._validation_expression, payload, limit)):
+        if stored != digest(self._select(self._validation_expression, payload, limit), self._hasher):
             raise IdempotencyValidationError(
                 f"the Powertools record {key!r} was made for a different payload "
                 f"(payload_validation_jmespath {self.payload_validation_jmespath!r})",
@@ -324,8 +323,8 @@ class PowertoolsCutover:
         Raises:
             PersistenceLayerError: The read or our commit failed (our lock was released; the body must not run).
             IdempotencyValidationError: The Powertools record was made for a different payload (lock released).
-            DecodeLimitError: A decoding function of the Powertools key met more than ``max_decoded_bytes`` (lock
-                released): unbounded, Powertools may have kept a record of it, so the body must not run.
+            IdempotencyKeyError: ``payload=`` failed, or a decoder met over ``max_decoded_bytes`` (DecodeLimitError):
+                Powertools may have kept a record of it, so the body must not run (lock released).
             IdempotencyConfigError: The cut-over's JMESPath options cannot evaluate its key expression as
                 Powertools did (a function's arity, or a function only resolved when called): lock released.
         """

@@ -77,6 +77,10 @@ def powertools_options(limit: int) -> jmespath.Options:
     return jmespath.Options(custom_functions=PowertoolsFunctions(limit))
 
 
+#: Errors of the cut-over's JMESPath options, not of a payload: a record meeting one fails, unrun.
+MISCONFIGURED = (jmespath.exceptions.UnknownFunctionError, jmespath.exceptions.ArityError)
+
+
 def given_options(given: Mapping[str, Any] | None, **expressions: ParsedResult | None) -> jmespath.Options | None:
     """The :class:`jmespath.Options` of a cut-over's ``jmespath_options`` (``None``: Powertools' own functions).
 
