@@ -15,7 +15,7 @@ from persistence import IdempotencyRecord, RecordStatus
     ("options", "message"),
     [
         ({"event_key_jmespath": "body.[unclosed"}, "event_key_jmespath 'body.\\[unclosed' is not valid JMESPath"),
-        ({"payload_validation_jmespath": "a..b"}, "payload_validation_jmespath"),
+        ({"payload_validation_jmespath": "a..b"}, r"^payload_validation_jmespath 'a\.\.b' is not valid JMESPath"),
         ({"hash_function": "md6"}, "hash_function 'md6' is not available here"),
         ({"expires_after_seconds": 0}, "expires_after_seconds must be positive"),
         ({"lock_timeout_seconds": -5}, "lock_timeout_seconds must be positive"),
