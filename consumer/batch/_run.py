@@ -57,6 +57,7 @@ class BatchRun:
     guard_passing: str
     context: LambdaContext | None
     items: list[Item]
+    started: float = 0.0  # time.perf_counter() when the processor took the batch: the summary's duration
     pool: ThreadPoolExecutor | None = None
     _disabled: bool = field(default_factory=idempotency_disabled)
     _stopped: bool = False
@@ -66,9 +67,11 @@ class BatchRun:
     _own_context: bool = field(init=False, default=False)
     _own_call: Callable[..., Any] | None = field(init=False, default=None)  # the undecorated function (bound)
     _remaining: Callable[[], int] | None = field(init=False, default=None)
-    _holders: BatchHolders[threading.Event] | None = field(init=False, default=None)  # records run at once
+    # Records of several groups run at once (threads, or tasks of a loop): they may meet each other's locks.
+    _holders: BatchHolders[Any] | None = field(init=False, default=None)
     _unstarted: int = field(init=False, default=0)  # groups not started yet
-    _busy: int = field(init=False, default=0)  # workers of the pool running a group
+    _busy: int = field(init=False, default=0)  # workers (threads, or tasks) running a group
+    _past_deadline: bool = field(init=False, default=False)  # the async run's deadline timer fired
 
     def __post_init__(self) -> None:
         """An ``@idempotent_function`` record handler runs in its own guard, not in a second one of ours.
@@ -127,7 +130,7 @@ class BatchRun:
         # Negative remaining time is below any margin: no clamp needed here.
         if self._remaining is not None and self._remaining() < self.settings.deadline_margin_ms:
             return Outcome.DEFERRED
-        return None
+        return Outcome.DEFERRED if self._past_deadline else None  # the timer fired: whatever the clock says by now
 
     def _skipped(self, item: Item) -> bool:
         """Whether ``item`` must not run (its group or batch failed, or the deadline is near): then it failed."""
@@ -171,10 +174,10 @@ class BatchRun:
                 if conflict is None:
                     self._succeeded(item, g)
                     return
-                waited = self._wait_for_holder(conflict, g, retried)
-                if waited is Waited.RETRY:
+                on = self._wait_on(conflict, g)
+                waited = on if isinstance(on, Waited) else wait_for_holder(*on, conflict, retried)
+                if self._waited(item, conflict, g, waited):
                     continue  # the holder was a record of this batch, and it ended: try again
-                self._unwaited(item, conflict, g, waited)
             except Exception as e:  # noqa: BLE001 - any failure of one record is reported, never raised
                 self._failed(item, e, g)
             return
@@ -189,18 +192,9 @@ class BatchRun:
             with g:
                 self._run_body(item, g)
             return None
-        holders.begin(g)
-        try:
-            with g:
-                holders.hold(g)
-                self._run_body(item, g)
-        except IdempotencyAlreadyInProgressError as e:
-            if holders.entered(g):
-                raise  # a guard nested in the body met it: the body failed, not a lock to wait for
-            return e
-        finally:  # a BaseException too: whoever waits on this record wakes
-            holders.end(g)
-        return None
+        with holders.trying(g) as attempt, g:
+            self._run_body(item, g)
+        return attempt.conflict
 
     def _input(self, item: Item) -> Any:
         """What the handler is given: the typed record, or with a ``model`` the record parsed into it."""
@@ -208,40 +202,47 @@ class BatchRun:
         return item.record if model is None else parsed(model, self.settings.event_type, item)
 
     def _run_body(self, item: Item, g: IdempotencyGuard) -> None:
-        record = self._input(item)
-        result = self.handler(record) if self.guard_passing == NO_GUARD else self._call(record, g)
+        result = self._body(item, g)
         if result is not None or g.result is None:  # a handler may set guard.result and return None
             g.result = result
 
-    def _wait_budget_s(self, conflict: IdempotencyAlreadyInProgressError, guard: IdempotencyGuard) -> float | None:
-        """How long a record may wait for a record of this batch holding its key: until the deadline margin."""
-        remaining = None if self._remaining is None else self._remaining() - self.settings.deadline_margin_ms
-        return wait_budget_s(conflict, remaining, int(guard.clock() * 1000))
+    def _body(self, item: Item, g: IdempotencyGuard) -> Any:
+        """Call the handler in ``g``, entered (records of the batch meeting its lock now wait for it): its return."""
+        if self._holders is not None:
+            self._holders.hold(g)
+        record = self._input(item)
+        return self.handler(record) if self.guard_passing == NO_GUARD else self._call(record, g)
 
-    def _wait_for_holder(
-        self, conflict: IdempotencyAlreadyInProgressError, guard: IdempotencyGuard, retried: set[str]
-    ) -> Waited:
-        """Wait for the record of this batch holding the lock ``conflict`` met, if it is one of ours."""
+    def _wait_on(
+        self, conflict: IdempotencyAlreadyInProgressError, guard: IdempotencyGuard
+    ) -> Waited | tuple[BatchHolders[Any], float | None]:
+        """What a record that met ``conflict`` waits on: the batch's holders, and for how long at most (until the
+        deadline margin); or ``NO_SPARE_WORKER``, not to wait, when groups of this batch wait for a worker that no
+        idle one will take (one started but not yet running a group takes one): a wait would hold them up."""  # noqa: D205, D209 - one sentence
         assert self._holders is not None  # noqa: S101 - a conflict is returned only when records run at once
         with self._lock:
-            queued = self._unstarted - (self.settings.max_workers - self._busy)  # groups no idle worker will take
-        if queued > 0:  # a wait would hold up a group that has no worker to run it
-            return Waited.NO_SPARE_WORKER
-        return wait_for_holder(self._holders, conflict, retried, self._wait_budget_s(conflict, guard))
+            if self._unstarted > self.settings.max_workers - self._busy:
+                return Waited.NO_SPARE_WORKER
+        remaining = None if self._remaining is None else self._remaining() - self.settings.deadline_margin_ms
+        return self._holders, wait_budget_s(conflict, remaining, int(guard.clock() * 1000))
 
-    def _unwaited(
+    def _waited(
         self, item: Item, conflict: IdempotencyAlreadyInProgressError, guard: IdempotencyGuard, waited: Waited
-    ) -> None:
-        """``item`` met a lock it did not wait out: it is in progress elsewhere, or deferred.
+    ) -> bool:
+        """Whether ``item`` tries its guard again: the lock it met was a record of this batch's, which ended since.
 
-        Deferred: it waited for a record of its own batch until the deadline margin (with a Lambda context, the
-        margin comes before the holder's lock deadline), and was not run for lack of time.
+        Otherwise it failed (recorded here): another invocation's lock (in progress), or deferred: it waited for a
+        record of its own batch until the deadline margin (with a Lambda context, the margin comes before the
+        holder's lock deadline), and was not run for lack of time.
         """
+        if waited is Waited.RETRY:
+            return True
         if waited is Waited.OUT_OF_TIME and self._remaining is not None:
             item.key = guard.key
             self._fail(item, Outcome.DEFERRED, conflict)
         else:
             self._failed(item, conflict, guard)
+        return False
 
     @staticmethod
     def _succeeded(item: Item, guard: IdempotencyGuard) -> None:
