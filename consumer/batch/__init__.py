@@ -209,19 +209,19 @@ class BatchProcessor(_Processor[RecordT]):
             TypeError: ``record_handler`` is ``async def`` or a generator function (nothing is run).
         """
         call = self._call_of(event, record_handler, context)
-        call.batch = self._run(call)
+        call.batch = self._run(call, event)
         return call.answer()
 
-    def _run(self, call: _Call) -> _Batch:
-        run = self._start(call, BatchRun)
+    def _run(self, call: _Call, event: BatchEvent | None) -> _Batch:
+        run, started = self._start(call, event, BatchRun)
         run.pool = self._workers()
         with Invocation(run.context):
             try:
                 run.run()
             except BaseException as e:  # reported as far as it got; the batch comes back whole
-                self._report(run, any_failed=True, interrupted=e)
+                self._report(run, started, any_failed=True, interrupted=e)
                 raise
-        return self._finish(run)
+        return self._finish(run, started)
 
     def _workers(self) -> ThreadPoolExecutor | None:
         if self._settings.max_workers > 1 and self._pool is None:

@@ -210,7 +210,7 @@ class AsyncBatchProcessor(_Processor[RecordT]):
             asyncio.CancelledError: The invocation was cancelled; every record still running released its lock.
         """
         call = self._call_of(event, record_handler, context)
-        call.batch = await self._run(call)
+        call.batch = await self._run(call, event)
         return call.answer()
 
     def async_process(self) -> list[tuple[str, Any, Any]]:
@@ -254,10 +254,10 @@ class AsyncBatchProcessor(_Processor[RecordT]):
             raise RuntimeError(msg)
         return process()  # type: ignore[return-value]  # awaited by the coroutine that called us
 
-    async def _run(self, call: _Call) -> _Batch:
+    async def _run(self, call: _Call, event: BatchEvent | None) -> _Batch:
         from consumer.batch._async_run import AsyncBatchRun  # noqa: PLC0415 - asyncio costs sync users 15+ ms
 
-        run = self._start(call, AsyncBatchRun)
+        run, started = self._start(call, event, AsyncBatchRun)
         run.cancel_at_deadline = self.cancel_at_deadline
         store = run.settings.store
         if not self._store_reserved and store is not None:  # a store thread per record that may run at once
@@ -268,9 +268,9 @@ class AsyncBatchProcessor(_Processor[RecordT]):
                 await run.arun()
             except BaseException as e:  # asyncio.CancelledError included; the batch comes back whole
                 stopped_by = run.propagating(e)  # a record's KeyboardInterrupt, not the cancellation it caused
-                self._report(run, any_failed=True, interrupted=stopped_by)
+                self._report(run, started, any_failed=True, interrupted=stopped_by)
                 raise
-        return self._finish(run)
+        return self._finish(run, started)
 
 
 def loop_running() -> bool:

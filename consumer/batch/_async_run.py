@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from consumer._async import settle
+from consumer._handlers import NO_GUARD
 from consumer.batch._holders import BatchHolders, Waited, await_holder
 from consumer.batch._run import BatchRun
 from consumer.observability import Item, Outcome
@@ -34,6 +35,7 @@ class AsyncBatchRun(BatchRun):
     """Runs the items of one batch as asyncio tasks, at most ``settings.max_workers`` records at once."""
 
     cancel_at_deadline: bool = True
+    _past_deadline: bool = False
     _aborting: bool = False
     _deadline_cancels: set[asyncio.Task[Any]] = field(default_factory=set)
     _in_flight: dict[int, IdempotencyGuard] = field(default_factory=dict)  # by worker number
@@ -119,6 +121,12 @@ class AsyncBatchRun(BatchRun):
             finally:
                 self._busy -= 1
 
+    def _blocked(self, item: Item) -> Outcome | None:
+        blocked = super()._blocked(item)
+        if blocked is None and self._past_deadline:
+            return Outcome.DEFERRED  # the timer fired: whatever the context's clock says by now
+        return blocked
+
     async def _arun_item(self, item: Item, number: int) -> None:
         retried: set[str] = set()  # the leases of this batch's records it tried again after
         while not self._skipped(item):  # checked again before a retry: the batch may have stopped meanwhile
@@ -169,8 +177,12 @@ class AsyncBatchRun(BatchRun):
                 await self._abody(item, guard)
 
     async def _abody(self, item: Item, guard: IdempotencyGuard) -> None:
-        result = self._body(item, guard)
-        if hasattr(type(result), "__await__"):  # an async handler (a plain def may return an awaitable too)
+        """:meth:`_run_body` as a task: what an ``async def`` handler (or a plain one) returns is awaited first."""
+        if self._holders is not None:
+            self._holders.hold(guard)  # entered: records of the batch meeting its lock now wait for it
+        record = self._input(item)
+        result = self.handler(record) if self.guard_passing == NO_GUARD else self._call(record, guard)
+        if hasattr(type(result), "__await__"):  # a plain def may return an awaitable too
             result = await result
         if result is not None or guard.result is None:  # a handler may set guard.result and return None
             guard.result = result

@@ -88,8 +88,7 @@ class _Call:
 
     handler: Callable[..., Any]
     context: LambdaContext | None
-    records: list[Any] | None = None  # the older form's; None: the event's
-    event: BatchEvent | None = None
+    records: list[Any] | None = None  # the older form's; None: the event's, given to process()
     batch: _Batch | None = None  # what process() made of it, read when the block ends
 
     def answer(self) -> PartialBatchResponse | list[tuple[str, Any, Any]]:
@@ -247,7 +246,7 @@ class _Processor(Generic[RecordT]):
         if event is not None or record_handler is not None:
             if record_handler is None:
                 raise TypeError("process(event, record_handler, context): record_handler is missing")
-            return _Call(record_handler, context, event=event)
+            return _Call(record_handler, context)
         calls = self._calls.get()
         if not calls:
             msg = (
@@ -263,10 +262,11 @@ class _Processor(Generic[RecordT]):
         """The last batch processed by this thread (or task)."""
         return self._last.get(None)
 
-    def _start(self, call: _Call, run: type[RunT]) -> RunT:
+    def _start(self, call: _Call, event: BatchEvent | None, run: type[RunT]) -> tuple[RunT, float]:
         """Check the handler and parse the event (or the older form's records): the run over them, not started.
 
-        A handler with a ``lambda_context`` parameter is given the context by it, as Powertools' processor does.
+        Returned with when the batch was taken (``time.perf_counter()``), the summary's duration. A handler with a
+        ``lambda_context`` parameter is given the context by it, as Powertools' processor does.
         """
         started = time.perf_counter()
         self._keep(None)  # an invocation that raises leaves no summary of an earlier batch behind
@@ -285,16 +285,17 @@ class _Processor(Generic[RecordT]):
             record_handler = functools.partial(record_handler, **{LAMBDA_CONTEXT: call.context})
         raws = call.records
         if raws is None:
-            raws = records_of({} if call.event is None else call.event, self.event_type)
+            raws = records_of({} if event is None else event, self.event_type)
         event_type = resolve_event_type(self.event_type, raws)
         items = parse(event_type, raws)
         settings = dataclasses.replace(self._settings, event_type=event_type)
         # A durable function's context: the Lambda context it carries sets the deadline.
-        return run(settings, record_handler, shape.guard_passing, lambda_context_of(call.context), items, started)
+        return run(settings, record_handler, shape.guard_passing, lambda_context_of(call.context), items), started
 
     def _report(
         self,
         run: BatchRun,
+        started: float,
         *,
         any_failed: bool,
         interrupted: BaseException | None = None,
@@ -303,7 +304,7 @@ class _Processor(Generic[RecordT]):
     ) -> _Batch:
         """Keep the summary (``processor.summary``) and report it: logs, metrics, the outcome hook."""
         settings, items = run.settings, run.items
-        summary = summarize(settings.event_type, items, (time.perf_counter() - run.started) * 1000)
+        summary = summarize(settings.event_type, items, (time.perf_counter() - started) * 1000)
         batch = _Batch(items, summary, response, error)
         self._keep(batch)
         by_design = settings.store is None and run.guard_passing != OWN  # warned once when the processor first ran
@@ -318,7 +319,7 @@ class _Processor(Generic[RecordT]):
         )
         return batch
 
-    def _finish(self, run: BatchRun) -> _Batch:
+    def _finish(self, run: BatchRun, started: float) -> _Batch:
         """Build the partial batch response and the error to raise if every record failed; keep and report them."""
         items = run.items
         failures = [i for i in items if i.outcome is None or not i.outcome.succeeded]
@@ -329,7 +330,7 @@ class _Processor(Generic[RecordT]):
         if failures and len(failures) == len(items) and self.raise_on_entire_batch_failure:
             errors = [(i.item_id, i.error or RuntimeError(_not_run(i))) for i in failures]
             error = BatchProcessingError(errors, response)
-        return self._report(run, any_failed=bool(failures), response=response, error=error)
+        return self._report(run, started, any_failed=bool(failures), response=response, error=error)
 
 
 def _not_run(item: Item) -> str:

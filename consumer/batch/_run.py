@@ -57,7 +57,6 @@ class BatchRun:
     guard_passing: str
     context: LambdaContext | None
     items: list[Item]
-    started: float = 0.0  # time.perf_counter() when the processor took the batch: the summary's duration
     pool: ThreadPoolExecutor | None = None
     _disabled: bool = field(default_factory=idempotency_disabled)
     _stopped: bool = False
@@ -71,7 +70,6 @@ class BatchRun:
     _holders: BatchHolders[Any] | None = field(init=False, default=None)
     _unstarted: int = field(init=False, default=0)  # groups not started yet
     _busy: int = field(init=False, default=0)  # workers (threads, or tasks) running a group
-    _past_deadline: bool = field(init=False, default=False)  # the async run's deadline timer fired
 
     def __post_init__(self) -> None:
         """An ``@idempotent_function`` record handler runs in its own guard, not in a second one of ours.
@@ -130,7 +128,7 @@ class BatchRun:
         # Negative remaining time is below any margin: no clamp needed here.
         if self._remaining is not None and self._remaining() < self.settings.deadline_margin_ms:
             return Outcome.DEFERRED
-        return Outcome.DEFERRED if self._past_deadline else None  # the timer fired: whatever the clock says by now
+        return None
 
     def _skipped(self, item: Item) -> bool:
         """Whether ``item`` must not run (its group or batch failed, or the deadline is near): then it failed."""
@@ -193,6 +191,7 @@ class BatchRun:
                 self._run_body(item, g)
             return None
         with holders.trying(g) as attempt, g:
+            holders.hold(g)  # entered: records of the batch meeting its lock now wait for it
             self._run_body(item, g)
         return attempt.conflict
 
@@ -202,16 +201,10 @@ class BatchRun:
         return item.record if model is None else parsed(model, self.settings.event_type, item)
 
     def _run_body(self, item: Item, g: IdempotencyGuard) -> None:
-        result = self._body(item, g)
+        record = self._input(item)
+        result = self.handler(record) if self.guard_passing == NO_GUARD else self._call(record, g)
         if result is not None or g.result is None:  # a handler may set guard.result and return None
             g.result = result
-
-    def _body(self, item: Item, g: IdempotencyGuard) -> Any:
-        """Call the handler in ``g``, entered (records of the batch meeting its lock now wait for it): its return."""
-        if self._holders is not None:
-            self._holders.hold(g)
-        record = self._input(item)
-        return self.handler(record) if self.guard_passing == NO_GUARD else self._call(record, g)
 
     def _wait_on(
         self, conflict: IdempotencyAlreadyInProgressError, guard: IdempotencyGuard
