@@ -174,8 +174,8 @@ class BatchHolders(Generic[EventT]):
         return event
 
 
-def wait_budget_s(conflict: IdempotencyAlreadyInProgressError, remaining_ms: int | None, now_ms: int) -> float | None:
-    """How long a record may wait for the holder of ``conflict``'s lock, in seconds; ``None``: no bound is known.
+def wait_deadline(conflict: IdempotencyAlreadyInProgressError, remaining_ms: int | None, now_ms: int) -> float | None:
+    """Until when (``time.monotonic()``) a record may wait for the holder of ``conflict``'s lock; ``None``: no bound.
 
     Args:
         conflict: The lock the record met; a wait ends by the holder's lock deadline, when the lock may be taken over.
@@ -186,7 +186,7 @@ def wait_budget_s(conflict: IdempotencyAlreadyInProgressError, remaining_ms: int
     existing = conflict.existing_record
     if existing is not None and existing.in_progress_expires_at is not None:
         bounds.append(existing.in_progress_expires_at - now_ms)
-    return min(bounds) / 1000 if bounds else None
+    return time.monotonic() + min(bounds) / 1000 if bounds else None
 
 
 def _next(
@@ -207,40 +207,34 @@ def _next(
 
 def wait_for_holder(
     holders: BatchHolders[threading.Event],
-    budget_s: float | None,
+    deadline: float | None,
     conflict: IdempotencyAlreadyInProgressError,
     retried: set[str],
 ) -> Waited:
-    """Wait (in this thread) until the record of this batch holding ``conflict``'s lock ended, ``budget_s`` at most.
+    """Wait (in this thread) until the record of this batch holding ``conflict``'s lock ended, ``deadline`` at most.
 
     Returns at once when another invocation holds the lock. ``retried``: see :meth:`BatchHolders.next_step`.
     """
-    deadline = None if budget_s is None else time.monotonic() + budget_s
-    while True:
-        step = _next(holders, conflict, retried, deadline)
-        if isinstance(step, Waited):
-            return step
+    while not isinstance(step := _next(holders, conflict, retried, deadline), Waited):
         event, left = step
         if not event.wait(left):
             return Waited.OUT_OF_TIME
+    return step
 
 
 async def await_holder(
     holders: BatchHolders[asyncio.Event],
-    budget_s: float | None,
+    deadline: float | None,
     conflict: IdempotencyAlreadyInProgressError,
     retried: set[str],
 ) -> Waited:
     """:func:`wait_for_holder` for the tasks of one event loop: the loop runs the holder meanwhile."""
     import asyncio  # noqa: PLC0415 - only async batches wait here: a sync function's cold start never imports it
 
-    deadline = None if budget_s is None else time.monotonic() + budget_s
-    while True:
-        step = _next(holders, conflict, retried, deadline)
-        if isinstance(step, Waited):
-            return step
+    while not isinstance(step := _next(holders, conflict, retried, deadline), Waited):
         event, left = step
         try:
             await asyncio.wait_for(event.wait(), left)
         except asyncio.TimeoutError:
             return Waited.OUT_OF_TIME
+    return step

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from consumer._errors import AlreadyProcessed, IdempotencyAlreadyInProgressError, IdempotencyKeyError
 from consumer._handlers import LAMBDA_CONTEXT, NO_GUARD, OWN, POSITIONAL, guarded_function, handler_shape
 from consumer._reports import idempotency_disabled
-from consumer.batch._holders import BatchHolders, Waited, wait_budget_s, wait_for_holder
+from consumer.batch._holders import BatchHolders, Waited, wait_deadline, wait_for_holder
 from consumer.batch._record_model import parsed
 from consumer.guard import IdempotencyGuard
 from consumer.observability import Item, Outcome
@@ -209,7 +209,7 @@ class BatchRun:
     def _wait_on(
         self, conflict: IdempotencyAlreadyInProgressError, guard: IdempotencyGuard
     ) -> Waited | tuple[BatchHolders[Any], float | None]:
-        """What a record that met ``conflict`` waits on: the batch's holders, and for how long at most (until the
+        """What a record that met ``conflict`` waits on: the batch's holders, and until when at most (until the
         deadline margin); or ``NO_SPARE_WORKER``, not to wait, when groups of this batch wait for a worker that no
         idle one will take (one started but not yet running a group takes one): a wait would hold them up."""  # noqa: D205, D209 - one sentence
         assert self._holders is not None  # noqa: S101 - a conflict is returned only when records run at once
@@ -217,7 +217,7 @@ class BatchRun:
             if self._unstarted > self.settings.max_workers - self._busy:
                 return Waited.NO_SPARE_WORKER
         remaining = None if self._remaining is None else self._remaining() - self.settings.deadline_margin_ms
-        return self._holders, wait_budget_s(conflict, remaining, int(guard.clock() * 1000))
+        return self._holders, wait_deadline(conflict, remaining, int(guard.clock() * 1000))
 
     def _waited(
         self, item: Item, conflict: IdempotencyAlreadyInProgressError, guard: IdempotencyGuard, waited: Waited
