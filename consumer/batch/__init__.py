@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, overload
 from consumer._context import Invocation
 from consumer._errors import BatchEventError, BatchProcessingError, UnexpectedBatchTypeError
 from consumer.batch._event import BatchEvent, BatchItemFailure, BatchSummary, PartialBatchResponse
-from consumer.batch._processor import _Processor
+from consumer.batch._processor import _Call, _Processor
 from consumer.batch._run import BatchRun
 from consumer.sources import (
     EventType,
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from consumer._context import LambdaContext
-    from consumer.batch._processor import _Batch, _Call
+    from consumer.batch._processor import _Batch
     from consumer.batch._types import BatchOptions, RecordHandler
     from consumer.sources import (
         DynamoDBStreamRecord,
@@ -208,9 +208,11 @@ class BatchProcessor(_Processor[RecordT]):
             BatchProcessingError: Every record failed (unless ``raise_on_entire_batch_failure=False``).
             TypeError: ``record_handler`` is ``async def`` or a generator function (nothing is run).
         """
-        call = self._call_of(event, record_handler, context)
-        call.batch = self._run(call, event)
-        return call.answer()
+        if record_handler is not None:
+            return self._run(_Call(record_handler, context), event).respond()
+        call = self._block_call(event)
+        call.batch = self._run(call, None)
+        return call.batch.outcomes()
 
     def _run(self, call: _Call, event: BatchEvent | None) -> _Batch:
         run, started = self._start(call, event, BatchRun)

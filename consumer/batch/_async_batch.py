@@ -6,7 +6,7 @@ import sys
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from consumer._context import Invocation
-from consumer.batch._processor import _Processor
+from consumer.batch._processor import _Call, _Processor
 from consumer.sources import RecordT
 from persistence import as_async_store
 
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from consumer._context import LambdaContext
     from consumer.batch._event import BatchEvent, PartialBatchResponse
-    from consumer.batch._processor import _Batch, _Call
+    from consumer.batch._processor import _Batch
     from consumer.batch._types import AsyncBatchOptions, RecordHandler
     from consumer.sources import (
         DynamoDBStreamRecord,
@@ -209,9 +209,11 @@ class AsyncBatchProcessor(_Processor[RecordT]):
             TypeError: ``record_handler`` is a generator or async generator function (nothing is run).
             asyncio.CancelledError: The invocation was cancelled; every record still running released its lock.
         """
-        call = self._call_of(event, record_handler, context)
-        call.batch = await self._run(call, event)
-        return call.answer()
+        if record_handler is not None:
+            return (await self._run(_Call(record_handler, context), event)).respond()
+        call = self._block_call(event)
+        call.batch = await self._run(call, None)
+        return call.batch.outcomes()
 
     def async_process(self) -> list[tuple[str, Any, Any]]:
         """Powertools' name: :meth:`process` of ``with processor(records, record_handler):``, run to its end.

@@ -91,11 +91,6 @@ class _Call:
     records: list[Any] | None = None  # the older form's; None: the event's, given to process()
     batch: _Batch | None = None  # what process() made of it, read when the block ends
 
-    def answer(self) -> PartialBatchResponse | list[tuple[str, Any, Any]]:
-        """What ``process`` returns: the partial batch response, or in the older form Powertools' outcomes."""
-        assert self.batch is not None  # noqa: S101 - answered once processed
-        return self.batch.respond() if self.records is None else self.batch.outcomes()
-
 
 class _Processor(Generic[RecordT]):
     """What both processors share: settings, the per-call summary, parsing the event and building the response."""
@@ -238,15 +233,11 @@ class _Processor(Generic[RecordT]):
         if call.batch.error is not None:
             raise call.batch.error
 
-    def _call_of(
-        self, event: BatchEvent | None, record_handler: Callable[..., Any] | None, context: LambdaContext | None
-    ) -> _Call:
-        """What ``process`` runs: the event it is given, or without arguments, the ``processor(records, handler)``
-        call of this thread's (or task's) block."""  # noqa: D205, D209 - one sentence
-        if event is not None or record_handler is not None:
-            if record_handler is None:
-                raise TypeError("process(event, record_handler, context): record_handler is missing")
-            return _Call(record_handler, context)
+    def _block_call(self, event: BatchEvent | None) -> _Call:
+        """The ``processor(records, handler)`` call of this thread's (or task's) block, for ``process()`` without
+        arguments (an event without a handler is refused)."""  # noqa: D205, D209 - one sentence
+        if event is not None:
+            raise TypeError("process(event, record_handler, context): record_handler is missing")
         calls = self._calls.get()
         if not calls:
             msg = (
