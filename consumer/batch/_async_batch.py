@@ -246,9 +246,10 @@ class AsyncBatchProcessor(_Processor[RecordT]):
         if not loop_running():
             return asyncio.run(process())
         code = getattr(caller, "f_code", None) or getattr(caller, "__code__", None)
-        if code is None or not code.co_flags & (inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
+        awaiting = inspect.CO_COROUTINE | inspect.CO_ITERABLE_COROUTINE | inspect.CO_ASYNC_GENERATOR
+        if code is None or not code.co_flags & awaiting:
             name = getattr(code, "co_qualname", getattr(code, "co_name", caller))
-            await_it = "" if face.startswith("@") else f" and await {face}"
+            await_it = "" if face.startswith("@") else f" and await {face}"  # a decorator awaits for its handler
             msg = (
                 f"{name!r} is a plain def called in a running event loop: {face} cannot run its batch there without "
                 f"blocking the loop; make it async def{await_it} (nothing was processed)"

@@ -83,8 +83,8 @@ def _why(item: Item) -> str:
 
 @dataclass(slots=True)
 class _Call:
-    """One call of ``process``: its event, or the records of ``processor(records, handler, lambda_context)``
-    (Powertools' older form, kept until its ``with`` block ends)."""  # noqa: D205, D209 - one sentence
+    """One call of ``process``: its handler and context, and in Powertools' older form the records of
+    ``processor(records, handler, lambda_context)``, kept until its ``with`` block ends."""  # noqa: D205, D209 - one sentence
 
     handler: Callable[..., Any]
     context: LambdaContext | None
