@@ -215,7 +215,7 @@ class BatchProcessor(_Processor[RecordT]):
         return call.batch.outcomes()
 
     def _run(self, call: _Call, event: BatchEvent | None) -> _Batch:
-        run, started = self._start(call, event, BatchRun)
+        run, started = self._start(call, event, BatchRun, async_ok=False)
         run.pool = self._workers()
         with Invocation(run.context):
             try:

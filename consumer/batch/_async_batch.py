@@ -75,8 +75,6 @@ class AsyncBatchProcessor(_Processor[RecordT]):
         {'batchItemFailures': [{'itemIdentifier': 'b'}]}
     """
 
-    _awaits = True
-
     @overload
     def __init__(
         self: AsyncBatchProcessor[Any],
@@ -260,7 +258,7 @@ class AsyncBatchProcessor(_Processor[RecordT]):
     async def _run(self, call: _Call, event: BatchEvent | None) -> _Batch:
         from consumer.batch._async_run import AsyncBatchRun  # noqa: PLC0415 - asyncio costs sync users 15+ ms
 
-        run, started = self._start(call, event, AsyncBatchRun)
+        run, started = self._start(call, event, AsyncBatchRun, async_ok=True)
         run.cancel_at_deadline = self.cancel_at_deadline
         store = run.settings.store
         if not self._store_reserved and store is not None:  # a store thread per record that may run at once

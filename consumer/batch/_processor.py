@@ -10,7 +10,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from consumer._context import lambda_context_of, system_clock
 from consumer._errors import BatchProcessingError
@@ -94,9 +94,6 @@ class _Call:
 
 class _Processor(Generic[RecordT]):
     """What both processors share: settings, the per-call summary, parsing the event and building the response."""
-
-    #: Whether the processor awaits its record handlers (``async def`` ones are refused by the sync one).
-    _awaits: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -253,16 +250,17 @@ class _Processor(Generic[RecordT]):
         """The last batch processed by this thread (or task)."""
         return self._last.get(None)
 
-    def _start(self, call: _Call, event: BatchEvent | None, run: type[RunT]) -> tuple[RunT, float]:
+    def _start(self, call: _Call, event: BatchEvent | None, run: type[RunT], *, async_ok: bool) -> tuple[RunT, float]:
         """Check the handler and parse the event (or the older form's records): the run over them, not started.
 
         Returned with when the batch was taken (``time.perf_counter()``), the summary's duration. A handler with a
-        ``lambda_context`` parameter is given the context by it, as Powertools' processor does.
+        ``lambda_context`` parameter is given the context by it, as Powertools' processor does; an ``async def`` one
+        is refused unless ``async_ok`` (the async processor).
         """
         started = time.perf_counter()
         self._keep(None)  # an invocation that raises leaves no summary of an earlier batch behind
         record_handler = call.handler
-        shape = handler_shape(record_handler, async_ok=self._awaits)
+        shape = handler_shape(record_handler, async_ok=async_ok)
         if shape.guard_passing == OWN:
             refuse_dropped_cutover(self._settings.config, record_handler)
         if self._settings.store is None and shape.guard_passing != OWN and not self._warned_unguarded:
