@@ -37,7 +37,7 @@ import enum
 import logging
 from typing import TYPE_CHECKING, Any
 
-from consumer._reports import EXCEPTION_TYPE, REQUEST_ID, SOURCE, SUMMARY, emit, fields, request_id
+from consumer._reports import EXCEPTION_TYPE, REQUEST_ID, SOURCE, SUMMARY, emit, enabled, fields, request_id
 from persistence import LockLostError
 
 if TYPE_CHECKING:
@@ -165,6 +165,9 @@ def _counts(summary: BatchSummary) -> dict[str, Any]:
 
 def log_summary(summary: BatchSummary, context: LambdaContext | None, *, any_failed: bool) -> None:
     """Log the invocation's summary: INFO when every record succeeded, WARNING when any was reported failed."""
+    level = logging.WARNING if any_failed else logging.INFO
+    if not enabled(level):  # Lambda's default level is WARNING: a batch that succeeded builds no line
+        return
     counts = _counts(summary)
     shown = ", ".join(
         f"{counts[name]} {name.replace('_', ' ')}"
@@ -173,7 +176,7 @@ def log_summary(summary: BatchSummary, context: LambdaContext | None, *, any_fai
     )
     extra = {SUMMARY: counts, SOURCE: summary.event_type, REQUEST_ID: request_id(context)}
     emit(
-        logging.WARNING if any_failed else logging.INFO,
+        level,
         "batch processed: %d %s %s%s (%.1f ms)",
         summary.records,
         summary.event_type,
