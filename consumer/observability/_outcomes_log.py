@@ -72,9 +72,15 @@ NOT_RUN = {
 }
 
 
-@dataclasses.dataclass(slots=True)
+#: An :class:`Item`'s attributes, in the order it is built, shown and compared by.
+_ITEM_ATTRIBUTES = ("raw", "record", "item_id", "group", "outcome", "error", "result", "key", "release_error")
+
+
 class Item:
     """One record of a batch and what became of it (what ``on_outcome`` hooks and ``processor.items`` get).
+
+    Shown and compared by its attributes, as a dataclass would be; written by hand because a dataclass's methods
+    are compiled when its module is imported, on every cold start.
 
     Attributes:
         raw: The record as Lambda delivered it.
@@ -90,15 +96,45 @@ class Item:
         release_error: Set when releasing its lock after it failed failed as well.
     """
 
-    raw: Mapping[str, Any]
-    record: Record
-    item_id: str
-    group: str | None
-    outcome: Outcome | None = None
-    error: BaseException | None = None
-    result: Any = None
-    key: str | None = None
-    release_error: BaseException | None = None
+    __slots__ = _ITEM_ATTRIBUTES
+    __hash__ = None  # type: ignore[assignment]  # changed as the batch runs: unhashable, as a dataclass with eq is
+
+    def __init__(  # noqa: PLR0917 - one argument per attribute, in order
+        self,
+        raw: Mapping[str, Any],
+        record: Record,
+        item_id: str,
+        group: str | None,
+        outcome: Outcome | None = None,
+        error: BaseException | None = None,
+        result: Any = None,
+        key: str | None = None,
+        release_error: BaseException | None = None,
+    ) -> None:
+        """A record of the batch; its outcome is set once it is decided."""
+        self.raw = raw
+        self.record = record
+        self.item_id = item_id
+        self.group = group
+        self.outcome = outcome
+        self.error = error
+        self.result = result
+        self.key = key
+        self.release_error = release_error
+
+    def _attributes(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in _ITEM_ATTRIBUTES)
+
+    def __repr__(self) -> str:
+        """``Item(raw=..., record=..., ...)``, every attribute by name."""
+        shown = ", ".join(f"{name}={value!r}" for name, value in zip(_ITEM_ATTRIBUTES, self._attributes(), strict=True))
+        return f"{type(self).__name__}({shown})"
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to an ``Item`` whose attributes are all equal."""
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._attributes() == other._attributes()
 
 
 #: Outcomes that are not among :class:`Outcome`'s values: a refinement of ``failed``, and the failure of the
