@@ -51,14 +51,17 @@ async def settled(call: Awaitable[T]) -> T:
 
 
 async def acquire_settled(
-    store: AsyncPersistenceLayer, record: IdempotencyRecord, now_ms: int
+    call: Awaitable[IdempotencyRecord | None], store: AsyncPersistenceLayer, record: IdempotencyRecord
 ) -> IdempotencyRecord | None:
-    """``store.acquire`` awaited to its end; after a cancellation meanwhile, a lock it took is released first.
+    """``call`` awaited to its end; after a cancellation meanwhile, the lock on ``record`` it left held is released.
+
+    ``call`` is an acquire of ``record`` in ``store`` (or the Powertools read-through that follows one): it leaves
+    ``record`` held when it answers ``None``.
 
     Raises:
         asyncio.CancelledError: The awaiting task was cancelled: the body must not run.
     """
-    acquiring, cancelled = await settle(store.acquire(record, now_ms))
+    acquiring, cancelled = await settle(call)
     if cancelled is not None:
         if not acquiring.cancelled() and acquiring.exception() is None and acquiring.result() is None:
             await settle(store.release(record))  # ours, and never to be used

@@ -8,7 +8,7 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from consumer._context import Invocation, lambda_context_of, system_clock
+from consumer._context import Invocation, system_clock
 from consumer._errors import AlreadyProcessed, DataArgumentError
 from consumer._handlers import GuardedFunction, is_async, refuse_unrunnable
 from consumer._output import FunctionOutput
@@ -18,7 +18,7 @@ from consumer.guard import IdempotencyGuard
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from consumer._context import Clock, LambdaContext
+    from consumer._context import Clock
     from consumer.serialization import BaseIdempotencyModelSerializer, BaseIdempotencySerializer
     from persistence import PersistenceLayer
 
@@ -71,34 +71,48 @@ def idempotent(
     def decorate(handler: Handler) -> Handler:
         refuse_unrunnable(handler, "@idempotent handler", async_ok=True)
 
-        def guard(event: Any, context: LambdaContext | None) -> IdempotencyGuard:
-            return IdempotencyGuard(
-                event, store=resolved_store, config=config, context=context, clock=clock, key_prefix=key_prefix
-            )
+        def guard(event: Any, _context: object) -> IdempotencyGuard:  # made in Invocation(context): its context
+            return IdempotencyGuard(event, store=resolved_store, config=config, clock=clock, key_prefix=key_prefix)
 
-        @functools.wraps(handler)
-        async def async_wrapper(event: Any, context: LambdaContext | None) -> Any:
-            with Invocation(context):
-                try:
-                    async with guard(event, lambda_context_of(context)) as g:
-                        g.result = await handler(event, context)
-                except AlreadyProcessed as done:  # our own guard's: a nested one's is a NestedReplayError
-                    return done.response
-                return g.result
-
-        @functools.wraps(handler)
-        def wrapper(event: Any, context: LambdaContext | None) -> Any:
-            with Invocation(context):
-                try:
-                    with guard(event, lambda_context_of(context)) as g:
-                        g.result = handler(event, context)
-                except AlreadyProcessed as done:  # our own guard's: a nested one's is a NestedReplayError
-                    return done.response
-                return g.result
-
-        return async_wrapper if is_async(handler) else wrapper  # type: ignore[return-value]
+        return _guarded(handler, guard, lambda _event, context: Invocation(context))  # type: ignore[return-value]
 
     return decorate
+
+
+def _guarded(
+    function: Callable[..., Any],
+    guard: Callable[..., IdempotencyGuard],
+    scope: Callable[..., contextlib.AbstractContextManager[Any]] = lambda *_, **__: contextlib.nullcontext(),
+) -> Callable[..., Any]:
+    """``function`` run inside the guard ``guard(*args, **kwargs)`` makes, within ``scope(*args, **kwargs)`` (none).
+
+    Both decorators' one body, with a face for each kind of function: an ``async def`` one is awaited inside the lock
+    (``async with`` the guard) and stays a coroutine function; any other runs inside ``with``. A duplicate returns
+    the stored response: only our own guard's ``AlreadyProcessed`` says so (a nested one's is a
+    ``NestedReplayError``).
+    """
+
+    @functools.wraps(function)
+    async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+        with scope(*args, **kwargs):
+            try:
+                async with guard(*args, **kwargs) as g:
+                    g.result = await function(*args, **kwargs)
+            except AlreadyProcessed as done:
+                return done.response
+            return g.result
+
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with scope(*args, **kwargs):
+            try:
+                with guard(*args, **kwargs) as g:
+                    g.result = function(*args, **kwargs)
+            except AlreadyProcessed as done:
+                return done.response
+            return g.result
+
+    return async_wrapper if is_async(function) else wrapper
 
 
 # The functions decorated so far that are still alive, by name: two of them under one name would share
@@ -235,7 +249,7 @@ def idempotent_function(
             resolved_name = getattr(function, "__qualname__", None) or repr(function)
             prefix = exact_prefix
 
-        def guard(kwargs: dict[str, Any]) -> IdempotencyGuard:
+        def guard(*_args: Any, **kwargs: Any) -> IdempotencyGuard:
             if data_keyword_argument not in kwargs:  # Powertools' words first: code may match on them
                 msg = (
                     f"Unable to extract {data_keyword_argument!r} from keyword arguments: {resolved_name} is "
@@ -253,25 +267,7 @@ def idempotent_function(
                 output_serializer=serializer,
             )
 
-        @functools.wraps(function)
-        async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-            try:
-                async with guard(kwargs) as g:
-                    g.result = await function(*args, **kwargs)  # type: ignore[misc]  # is_async: a coroutine
-            except AlreadyProcessed as done:  # our own guard's: a nested one's is a NestedReplayError
-                return done.response
-            return g.result
-
-        @functools.wraps(function)
-        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-            try:
-                with guard(kwargs) as g:
-                    g.result = function(*args, **kwargs)
-            except AlreadyProcessed as done:  # our own guard's: a nested one's is a NestedReplayError
-                return done.response  # type: ignore[no-any-return]
-            return g.result  # type: ignore[no-any-return]
-
-        decorated = async_wrapper if is_async(function) else wrapper
+        decorated = _guarded(function, guard)
         own = GuardedFunction(
             function,
             data_keyword_argument,
@@ -283,6 +279,6 @@ def idempotent_function(
             weakref.ref(decorated),
         )
         setattr(decorated, "__idempotent_function__", own)  # noqa: B010 - read by the batch processors
-        return decorated  # type: ignore[return-value]
+        return decorated
 
     return decorate

@@ -159,10 +159,10 @@ class IdempotencyGuard:
         if begun is not None:
             record, now_ms = begun
             existing = self._sync_store().acquire(record, now_ms)
-            cutover = self.config.powertools_cutover
+            cutover = self.config.powertools_cutover  # consumer.powertools
             if existing is None and cutover is not None and cutover.is_open(now_ms):  # hook: key free, body next
                 limit = self.config.max_decoded_bytes
-                existing = cutover.read_through(self.data, record, self._sync_store(), now_ms, limit)  # cutover.py
+                existing = cutover.read_through(self.data, record, self._sync_store(), now_ms, limit)
             self._acquired(record, now_ms, existing)
         return self._entered()
 
@@ -185,11 +185,11 @@ class IdempotencyGuard:
         if isinstance(store, InlineStore):
             existing = store.store.acquire(record, now_ms)
         else:
-            existing = await acquire_settled(store, record, now_ms)
-        cutover = self.config.powertools_cutover
+            existing = await acquire_settled(store.acquire(record, now_ms), store, record)
+        cutover = self.config.powertools_cutover  # consumer.powertools
         if existing is None and cutover is not None and cutover.is_open(now_ms):  # hook: key free, body next
             limit = self.config.max_decoded_bytes
-            existing = await cutover.aread_through(self.data, record, store, now_ms, limit)  # consumer/cutover.py
+            existing = await cutover.aread_through(self.data, record, store, now_ms, limit)
         self._acquired(record, now_ms, existing)
         return self._entered()
 
@@ -300,15 +300,12 @@ class IdempotencyGuard:
         held, complete, failure = self._closing(exc)
         if complete is not None:
             self._committed(*commit(self._sync_store(), held, complete, self._writes, self._release_failed))
-            if failure is not None:
-                raise failure  # stopped while its result was being stored: committed without it first
-            return False
-        if held is not None:
+        elif held is not None:
             try:
                 self._sync_store().release(held)
             except Exception as e:  # noqa: BLE001 - any store's failure: the body's exception still wins
                 self._release_failed(held, failure, e)
-        return self._closed(exc, failure)
+        return False if exc is None and failure is None else self._closed(exc, failure)  # per record: no call
 
     async def __aexit__(
         self,
@@ -337,10 +334,7 @@ class IdempotencyGuard:
             if cancelled is not None:  # the commit's answer came first: acted on, the cancellation goes on
                 raise cancelled from (None if done.cancelled() else done.exception())
             done.result()  # the store's error, if any
-            if failure is not None:
-                raise failure  # stopped while its result was being stored: committed without it first
-            return False
-        if held is not None:
+        elif held is not None:
             try:
                 await settled(store.release(held))
             except Exception as e:  # noqa: BLE001 - any store's failure: the body's exception still wins
@@ -378,9 +372,11 @@ class IdempotencyGuard:
         return held, complete, interrupted
 
     def _closed(self, exc: BaseException | None, failure: BaseException | None) -> Literal[False]:
-        """After a release (or with nothing held): raise what the body's exit calls for, else return False."""
+        """After the commit or the release (or with nothing held): raise what the body's exit calls for, else False."""
         if failure is not None and failure is not exc:
-            raise failure  # the refusal of an unrun result, chained to its cause
+            # The refusal of an unrun result, chained to its cause; or what stopped the result's storing, once the
+            # record is committed without it.
+            raise failure
         if isinstance(exc, AlreadyProcessed):
             # Only our own __enter__ may say "done"; __exit__ never runs after it raised.
             raise NestedReplayError.escaping(self.key, exc) from exc

@@ -9,8 +9,7 @@ from consumer._serde import canonical_json
 from consumer.cli._records import EXIT_NOT_FOUND, EXIT_OK, CommandError, out
 from consumer.config import IdempotencyConfig
 from consumer.keys import DEFAULT_KEY_EXPRESSIONS, key_selection, make_key, missing_key_message
-from consumer.sources import refuse_key_header
-from consumer.sources._kafka import is_kafka_event, kafka_records
+from consumer.sources import is_kafka_event, kafka_records, refuse_key_header
 from persistence import IdempotencyError
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 from typing import TYPE_CHECKING, Any
 
-from consumer.batch._processor import _Processor
+from consumer import AsyncBatchProcessor, BatchProcessor
 from consumer.observability import NOT_RUN, Outcome
 from consumer.observability._outcomes_log import _error_text
 
@@ -42,8 +42,8 @@ class Batches:
         self._seen = self._last_batches()
 
     @staticmethod
-    def _last_batches() -> dict[int, tuple[_Processor[Any], BatchSummary | None]]:
-        found = (o for o in gc.get_objects() if isinstance(o, _Processor))
+    def _last_batches() -> dict[int, tuple[BatchProcessor[Any] | AsyncBatchProcessor[Any], BatchSummary | None]]:
+        found = (o for o in gc.get_objects() if isinstance(o, (BatchProcessor, AsyncBatchProcessor)))
         return {id(p): (p, p.summary) for p in found}
 
     def processed(self) -> list[list[Item]]:

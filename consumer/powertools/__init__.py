@@ -23,18 +23,19 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import hashlib
 import logging
 import os
-import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import jmespath
 
-from consumer._async import settle, settled
-from consumer._errors import DecodeLimitError, IdempotencyConfigError, IdempotencyValidationError
+from consumer._async import acquire_settled
+from consumer._errors import DecodeLimitError, IdempotencyValidationError
 from consumer._jmespath import DEFAULT_MAX_DECODED_BYTES
+from consumer.config import _compile, _require
 from consumer.keys import failure_said
 from consumer.powertools._formats import (
     COMPLETED,
@@ -46,9 +47,18 @@ from consumer.powertools._formats import (
     powertools_payload,
     stored_response,
 )
-from persistence import IdempotencyRecord, ItemTooLargeError, PersistenceLayerError, RecordStatus
+from persistence import (
+    DynamoDBPersistenceLayer,
+    IdempotencyRecord,
+    InlineStore,
+    ItemTooLargeError,
+    PersistenceLayerError,
+    RecordStatus,
+    ThreadedStore,
+)
 
 if TYPE_CHECKING:
+    import concurrent.futures
     from collections.abc import Callable, Mapping
 
     import boto3
@@ -59,26 +69,6 @@ if TYPE_CHECKING:
     from persistence import AsyncPersistenceLayer, PersistenceLayer
 
 logger = logging.getLogger("idempotent_consumer")
-
-
-@dataclass
-class _ClientSlot:
-    client: DynamoDBClient | None = None
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-
-def _compile(name: str, expression: str) -> ParsedResult | None:
-    if not expression:  # Powertools' "" (its default): the whole payload
-        return None
-    try:
-        return jmespath.compile(expression)
-    except jmespath.exceptions.JMESPathError as e:
-        raise IdempotencyConfigError(f"{name} {expression!r} is not valid JMESPath: {e}") from e
-
-
-def _require(condition: bool, message: str) -> None:
-    if not condition:
-        raise IdempotencyConfigError(message)
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +155,7 @@ class PowertoolsCutover:
     _validation_expression: ParsedResult | None = field(init=False, repr=False, compare=False, default=None)
     _options: jmespath.Options | None = field(init=False, repr=False, compare=False, default=None)
     _hasher: Callable[[bytes], Any] = field(init=False, repr=False, compare=False, default=hashlib.sha256)
-    _slot: _ClientSlot = field(init=False, repr=False, compare=False, default_factory=_ClientSlot)
+    _table: DynamoDBPersistenceLayer = field(init=False, repr=False, compare=False)  # its client: made once, shared
 
     def __post_init__(self) -> None:
         """Validate the options and derive the key prefix, hash and expressions once."""
@@ -193,14 +183,20 @@ class PowertoolsCutover:
             if self.static_pk_value is not None
             else f"idempotency#{os.environ.get('AWS_LAMBDA_FUNCTION_NAME', '')}",
             "_until_ms": until.timestamp() * 1000,
-            "_key_expression": _compile("event_key_jmespath", self.event_key_jmespath),
-            "_validation_expression": _compile("payload_validation_jmespath", self.payload_validation_jmespath),
+            # Powertools' "" (its default) selects the whole payload: no expression, as our None.
+            "_key_expression": _compile("event_key_jmespath", self.event_key_jmespath or None),
+            "_validation_expression": _compile("payload_validation_jmespath", self.payload_validation_jmespath or None),
             "_options": jmespath.Options(**self.jmespath_options) if self.jmespath_options else None,
             "_hasher": hasher(self.hash_function),
+            "_table": DynamoDBPersistenceLayer(
+                self.table_name,
+                boto3_client=self.boto3_client,
+                boto3_session=self.boto3_session,
+                boto_config=self.boto_config,
+            ),
         }
         for name, value in derived.items():
             object.__setattr__(self, name, value)
-        self._slot.client = self.boto3_client
 
     # -- keys -----------------------------------------------------------------------------------------
 
@@ -238,20 +234,6 @@ class PowertoolsCutover:
 
     # -- the read ---------------------------------------------------------------------------------------
 
-    def _client(self) -> DynamoDBClient:
-        slot = self._slot
-        if slot.client is None:
-            with slot.lock:
-                if slot.client is None:
-                    import boto3  # noqa: PLC0415 - only a read-through pays for it, on its first read
-                    from botocore.config import Config  # noqa: PLC0415
-
-                    session = self.boto3_session or boto3.session.Session()
-                    slot.client = session.client(
-                        "dynamodb", config=self.boto_config or Config(retries={"mode": "standard"})
-                    )
-        return slot.client
-
     def _read(self, key: str, our_key: str) -> dict[str, Any] | None:
         from botocore.exceptions import BotoCoreError, ClientError  # noqa: PLC0415 - lazy, as boto3
 
@@ -259,7 +241,7 @@ class PowertoolsCutover:
         if self.sort_key_attr is not None:
             item_key = {self.key_attr: {"S": self._partition_value}, self.sort_key_attr: {"S": key}}
         try:
-            answer = self._client().get_item(TableName=self.table_name, Key=item_key, ConsistentRead=True)
+            answer = self._table.client.get_item(TableName=self.table_name, Key=item_key, ConsistentRead=True)
         except (ClientError, BotoCoreError, UnicodeError) as e:
             raise PersistenceLayerError(
                 f"reading the Powertools record {key!r} of {our_key!r} from {self.table_name!r} failed: {e}",
@@ -347,7 +329,7 @@ class PowertoolsCutover:
                     _kept_without_response(found, e)
                 return found
         except BaseException as e:
-            _release_after(lambda: store.release(held), held, e)
+            _release_after(store, held, e)
             raise
         store.release(held)
         return found
@@ -355,33 +337,40 @@ class PowertoolsCutover:
     async def aread_through(
         self, data: Any, held: IdempotencyRecord, store: AsyncPersistenceLayer, now_ms: int, max_decoded_bytes: int
     ) -> IdempotencyRecord | None:
-        """:meth:`read_through` for ``async with``: the read runs in a thread; a cancellation waits for it.
+        """:meth:`read_through` for ``async with``, run in a thread (the read never blocks the event loop).
+
+        A sync store's adapter (:func:`persistence.as_async_store`) is read through as its store; a native async
+        store's calls run on the event loop, the thread waiting for each. A cancellation waits for the read-through's
+        end: our lock, if it is still held, is then released.
 
         Raises:
             PersistenceLayerError: As :meth:`read_through` raises it (our lock was released).
             IdempotencyValidationError: As :meth:`read_through` raises it (our lock was released).
-            asyncio.CancelledError: The task was cancelled: the read ran to its end, and our lock was released.
+            asyncio.CancelledError: The task was cancelled: the read-through ran to its end, and our lock was released.
         """
         import asyncio  # noqa: PLC0415 - imported by the running loop already
 
-        try:
-            found = await settled(asyncio.to_thread(self._find, data, held, now_ms, max_decoded_bytes))
-            if found is None:
-                return None
-            if found.status is RecordStatus.COMPLETE:
-                try:
-                    await settled(store.complete(found))
-                except ItemTooLargeError as e:
-                    found = dataclasses.replace(found, response=None)
-                    await settled(store.complete(found))
-                    _kept_without_response(found, e)
-                return found
-        except BaseException as e:
-            future, _ = await settle(store.release(held))
-            _release_after(future.result, held, e)
-            raise
-        await settled(store.release(held))
-        return found
+        if isinstance(store, (InlineStore, ThreadedStore)):
+            sync = store.store
+        else:
+            on_loop = functools.partial(asyncio.run_coroutine_threadsafe, loop=asyncio.get_running_loop())
+            sync = cast("PersistenceLayer", _OnLoop(store, on_loop))
+        call = asyncio.to_thread(self.read_through, data, held, sync, now_ms, max_decoded_bytes)
+        return await acquire_settled(call, store, held)
+
+
+@dataclass(frozen=True, slots=True)
+class _OnLoop:
+    """A native async store as :meth:`PowertoolsCutover.read_through` calls it from its thread: on the loop."""
+
+    store: AsyncPersistenceLayer
+    on_loop: Callable[[Any], concurrent.futures.Future[None]]  # asyncio.run_coroutine_threadsafe, on the loop
+
+    def complete(self, record: IdempotencyRecord) -> None:
+        self.on_loop(self.store.complete(record)).result()
+
+    def release(self, record: IdempotencyRecord) -> None:
+        self.on_loop(self.store.release(record)).result()
 
 
 def _kept_without_response(record: IdempotencyRecord, error: ItemTooLargeError) -> None:
@@ -389,10 +378,10 @@ def _kept_without_response(record: IdempotencyRecord, error: ItemTooLargeError) 
     logger.warning("the Powertools response of %r is too large for our store (%s): kept without it", record.key, error)
 
 
-def _release_after(release: Callable[[], object], held: IdempotencyRecord, error: BaseException) -> None:
+def _release_after(store: PersistenceLayer, held: IdempotencyRecord, error: BaseException) -> None:
     """Release our lock after the read-through failed with ``error``; a failed release is noted on ``error``."""
     try:
-        release()
+        store.release(held)
     except Exception as failed:  # noqa: BLE001 - any store's failure: the read-through's error still wins
         logger.error("could not release %r after the Powertools read-through failed (%r): %s", held.key, error, failed)  # noqa: TRY400
         if hasattr(error, "add_note"):  # Python 3.11+

@@ -39,7 +39,7 @@ from jmespath import functions
 from consumer._errors import IdempotencyConfigError
 from consumer._jmespath import decode_base64, inflate, parse_json
 from consumer._serde import encode_result
-from consumer.sources._kafka import as_delivered
+from consumer.sources import as_delivered
 
 if TYPE_CHECKING:
     from collections.abc import Callable

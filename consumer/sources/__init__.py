@@ -4,7 +4,8 @@ The sources wing owns what each source delivers: SQS, Kinesis and DynamoDB Strea
 headers (``_kafka``), the header a key is read from (``_headers``), Powertools-shaped views of Kinesis and stream
 records (``_record_views``), DynamoDB's attribute values (``_attribute_values``) and what a key selection that
 selected nothing says about the record (``_missing_key``). Those modules load with the first record, batch or key
-that needs them. It may import the core and ``persistence``, no other wing.
+that needs them; Kafka's names are this module's too (``kafka_records``, ``as_delivered``, ...), loaded on first use,
+so other wings reach them here. It may import the core and ``persistence``, no other wing.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar, cast
 
 from consumer._serde import canonical_json
 from consumer.sources._attribute_values import deserialize_item
-from consumer.sources._raw_view import RawEventView
+from consumer.sources._raw_view import KeyedByRaw
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -27,8 +28,27 @@ if TYPE_CHECKING:
     from aws_lambda_typing.events.kinesis_stream import KinesisStreamRecord
     from aws_lambda_typing.events.sqs import SQSMessage
 
-    from consumer.sources._kafka import KafkaItemIdentifier, KafkaRecord
+    from consumer.sources._kafka import KafkaHeaders as KafkaHeaders
+    from consumer.sources._kafka import KafkaItemIdentifier as KafkaItemIdentifier
+    from consumer.sources._kafka import KafkaRecord as KafkaRecord
+    from consumer.sources._kafka import as_delivered as as_delivered
+    from consumer.sources._kafka import is_kafka_event as is_kafka_event
+    from consumer.sources._kafka import kafka_records as kafka_records
     from consumer.sources._record_views import KinesisPayload, StreamRecordView
+
+#: Kafka's names, which load with the first use of one (:mod:`consumer.sources._kafka`): SQS never needs them.
+_KAFKA_NAMES = frozenset(
+    ("KafkaHeaders", "KafkaItemIdentifier", "KafkaRecord", "as_delivered", "is_kafka_event", "kafka_records")
+)
+
+
+def __getattr__(name: str) -> object:
+    """Import :mod:`consumer.sources._kafka` when one of its public names is first used, and return the name."""
+    if name not in _KAFKA_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from consumer.sources import _kafka  # noqa: PLC0415 - with the first Kafka name: SQS never needs it
+
+    return getattr(_kafka, name)
 
 
 class EventType(str, enum.Enum):
@@ -50,7 +70,7 @@ class EventType(str, enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
-class SQSRecord(RawEventView):
+class SQSRecord(KeyedByRaw):
     """An SQS message. ``raw`` is the record exactly as Lambda delivered it; ``record["body"]`` reads it too.
 
     Attributes:
@@ -59,8 +79,6 @@ class SQSRecord(RawEventView):
         message_group_id: The FIFO group, ``None`` on a standard queue.
         receive_count: How many times SQS has delivered the message.
     """
-
-    __keyed_by_raw__ = True  # keys see key_data(): the message, never its delivery
 
     raw: SQSMessage
     message_id: str
@@ -96,7 +114,7 @@ class SQSRecord(RawEventView):
 
 
 @dataclass(frozen=True, slots=True)
-class KinesisRecord(RawEventView):
+class KinesisRecord(KeyedByRaw):
     """A Kinesis Data Streams record; ``record["kinesis"]`` reads its raw event.
 
     Attributes:
@@ -104,8 +122,6 @@ class KinesisRecord(RawEventView):
         sequence_number: What ``batchItemFailures`` names; Lambda resumes from the lowest one reported.
         partition_key: The ordering key.
     """
-
-    __keyed_by_raw__ = True  # keys see key_data(): its raw event (the same on every delivery)
 
     raw: KinesisStreamRecord
     event_id: str
@@ -142,10 +158,6 @@ class KinesisRecord(RawEventView):
 
         return KinesisPayload(self)
 
-    def key_data(self) -> KinesisStreamRecord:
-        """The record as idempotency keys see it: its raw event, the same on every delivery."""
-        return self.raw
-
     @classmethod
     def from_raw(cls, raw: KinesisStreamRecord) -> KinesisRecord:
         """Wrap a raw Kinesis record."""
@@ -154,7 +166,7 @@ class KinesisRecord(RawEventView):
 
 
 @dataclass(frozen=True, slots=True)
-class DynamoDBStreamRecord(RawEventView):
+class DynamoDBStreamRecord(KeyedByRaw):
     """A DynamoDB Streams record, with its images as plain dicts (numbers as ``int`` or ``Decimal``).
 
     ``record["dynamodb"]`` reads its raw event; ``keys`` is the item's key attributes, not the raw event's names
@@ -166,8 +178,6 @@ class DynamoDBStreamRecord(RawEventView):
         sequence_number: What ``batchItemFailures`` names.
         keys: The item's key attributes (the ordering key).
     """
-
-    __keyed_by_raw__ = True  # keys see key_data(): its raw event (the same on every delivery)
 
     raw: DynamodbRecord
     event_id: str
@@ -193,10 +203,6 @@ class DynamoDBStreamRecord(RawEventView):
         from consumer.sources._record_views import StreamRecordView  # noqa: PLC0415 - by the first use: SQS never needs it
 
         return StreamRecordView(self)
-
-    def key_data(self) -> DynamodbRecord:
-        """The record as idempotency keys see it: its raw event, the same on every delivery."""
-        return self.raw
 
     @classmethod
     def from_raw(cls, raw: DynamodbRecord) -> DynamoDBStreamRecord:

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from consumer.sources._raw_view import RawEventView
+from consumer.sources._raw_view import KeyedByRaw
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -220,7 +220,7 @@ def _int(raw: Mapping[str, Any], field: str) -> int:
 
 
 @dataclass(frozen=True, slots=True)
-class KafkaRecord(RawEventView):
+class KafkaRecord(KeyedByRaw):
     """A Kafka record (Amazon MSK or self-managed Apache Kafka), as Powertools' ``KafkaEventRecord`` has it.
 
     ``key``, ``value`` and ``headers`` are what the event carries (base64 text, and the headers' list of byte
@@ -244,7 +244,6 @@ class KafkaRecord(RawEventView):
             ``decoded_headers.get_all(name)`` gives every one).
     """
 
-    __keyed_by_raw__ = True  # keys see key_data(): its raw event (the same on every delivery)
     _ADDED = frozenset(_EVENT_FIELDS)  # record["eventSource"] and the like: the event's, not the record's
 
     raw: Mapping[str, Any]
@@ -296,10 +295,6 @@ class KafkaRecord(RawEventView):
             msg = f"Kafka record {self.topic_partition}@{self.offset} is a tombstone (null value): no JSON"
             raise ValueError(msg)
         return json.loads(self.decoded_value)
-
-    def key_data(self) -> Mapping[str, Any]:
-        """The record as idempotency keys see it: its raw event, the same on every delivery."""
-        return self.raw
 
     def item_identifier(self) -> KafkaItemIdentifier:
         """How Lambda's partial batch response names this record."""

@@ -1,7 +1,8 @@
 """The raw event behind a typed record, read as Powertools' data classes read it: one view every record shares.
 
 Every typed record of the sources wing (SQS, Kinesis, DynamoDB Streams, Kafka, and the Powertools-shaped views)
-subclasses it; it imports nothing of the wing, so each record module can import it without a circle.
+subclasses it, the records through :class:`KeyedByRaw` (what their keys see); it imports nothing of the wing, so
+each record module can import it without a circle.
 """
 
 from __future__ import annotations
@@ -72,3 +73,14 @@ class RawEventView:
     def items(self) -> ItemsView[str, Any]:
         """The raw event's ``(name, value)`` pairs."""
         return self.raw_event.items()
+
+
+class KeyedByRaw(RawEventView):
+    """A typed record of an event source: idempotency keys see it as :meth:`key_data` gives it, never its attributes."""
+
+    __slots__ = ()
+    __keyed_by_raw__ = True  # keys see key_data(): the record as its event carries it, never its delivery
+
+    def key_data(self) -> Mapping[str, Any]:
+        """The record as idempotency keys see it: its raw event, the same on every delivery."""
+        return self.raw

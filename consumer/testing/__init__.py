@@ -12,7 +12,6 @@ import time
 from typing import TYPE_CHECKING
 
 from consumer.testing._explore import (
-    Settings,
     SimulationFailure,
     SimulationReport,
     exhaustive,
@@ -20,7 +19,7 @@ from consumer.testing._explore import (
     replay,
     shrink,
 )
-from consumer.testing._run import EPOCH_S
+from consumer.testing._run import EPOCH_S, Settings
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence

@@ -8,11 +8,10 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from consumer.testing._run import Chooser, Outcome, Run
-
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable, Sequence
 
+    from consumer.testing._run import Outcome, Settings
     from persistence import PersistenceLayer
 
 
@@ -73,29 +72,6 @@ class SimulationReport:
             f"{self.exhaustive_seconds:.1f} s); "
             f"random: {self.random_runs} runs; {self.seconds:.1f} s ({rate:.0f} runs/s)"
         )
-
-
-@dataclass(frozen=True)
-class Settings:
-    """The actors and faults of every run (see :func:`consumer.testing.simulate`)."""
-
-    holders: int
-    operator: bool
-    faults: int
-    redeliveries: int
-    epoch_s: int
-
-    def play(self, make_store: Callable[[], PersistenceLayer], choose: Chooser) -> Outcome:
-        """One run against a fresh store."""
-        run = Run(
-            make_store(),
-            holders=self.holders,
-            operator=self.operator,
-            faults=self.faults,
-            redeliveries=self.redeliveries,
-            epoch_s=self.epoch_s,
-        )
-        return run.play(choose)
 
 
 def replay(settings: Settings, make_store: Callable[[], PersistenceLayer], schedule: Sequence[int]) -> Outcome:

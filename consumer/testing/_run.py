@@ -67,24 +67,37 @@ class Outcome:
     abandoned: bool
 
 
+@dataclass(frozen=True)
+class Settings:
+    """The actors and faults of every run (see :func:`consumer.testing.simulate`)."""
+
+    holders: int
+    operator: bool
+    faults: int
+    redeliveries: int
+    epoch_s: int
+
+    def play(self, make_store: Callable[[], PersistenceLayer], choose: Chooser) -> Outcome:
+        """One run against a fresh store."""
+        return Run(make_store(), self).play(choose)
+
+
 class Run:
     """One run of the actors of one key against a fresh store (see the module's docstring)."""
 
-    def __init__(
-        self, store: PersistenceLayer, *, holders: int, operator: bool, faults: int, redeliveries: int, epoch_s: int
-    ) -> None:
+    def __init__(self, store: PersistenceLayer, settings: Settings) -> None:
         """Prepare the actors; nothing runs before :meth:`play`."""
-        self.store, self.faults, self.redeliveries = store, faults, redeliveries
-        self.baton = Baton(epoch_s)
-        self.oracle = Oracle(epoch_s * 1000)
+        self.store, self.faults, self.redeliveries = store, settings.faults, settings.redeliveries
+        self.baton = Baton(settings.epoch_s)
+        self.oracle = Oracle(settings.epoch_s * 1000)
         self.key = make_key(DATA, CONFIG, KEY_PREFIX) or ""
         self.steps: list[Step] = []
         self.choices: list[int] = []
         self._seen_events = 0
-        self._initial = [Actor(f"h{i + 1}", self._holder) for i in range(holders)]
-        if operator:
+        self._initial = [Actor(f"h{i + 1}", self._holder) for i in range(settings.holders)]
+        if settings.operator:
             self._initial.append(Actor("operator", self._operator))
-        self._delivered = holders
+        self._delivered = settings.holders
 
     def play(self, choose: Chooser) -> Outcome:
         """Run the actors under ``choose`` to their end (or until abandoned), then check the end."""

@@ -704,3 +704,73 @@ def test_the_async_processor_reads_the_powertools_table_off_the_event_loop_with_
     assert response == {"batchItemFailures": []}
     assert len(threads) == len(loop_threads) == 1
     assert threads[0] != loop_threads[0]
+
+
+class _NativeAsyncStore:
+    """A native async store (``async def`` calls) over the in-memory one; notes the thread of each call."""
+
+    def __init__(self) -> None:
+        self.inner = InMemoryPersistenceLayer()
+        self.calls: list[tuple[str, int]] = []
+
+    async def acquire(self, record: IdempotencyRecord, now_ms: int) -> IdempotencyRecord | None:
+        self.calls.append(("acquire", threading.get_ident()))
+        return self.inner.acquire(record, now_ms)
+
+    async def complete(self, record: IdempotencyRecord) -> None:
+        self.calls.append(("complete", threading.get_ident()))
+        await asyncio.sleep(0)
+        self.inner.complete(record)
+
+    async def release(self, record: IdempotencyRecord) -> None:
+        self.calls.append(("release", threading.get_ident()))
+        await asyncio.sleep(0)
+        self.inner.release(record)
+
+
+def test_a_native_async_store_is_read_through_with_its_calls_on_the_loop_and_the_read_off_it():
+    # The read-through runs in a thread; a native async store's calls are coroutines of the loop: they run there.
+    threads = []
+
+    def payload(data):
+        threads.append(threading.get_ident())
+        return data
+
+    cutover = PowertoolsCutover(
+        table_name="pt", until=UNTIL, key_prefix="p", event_key_jmespath="messageId", boto3_client=_stub_client(),
+        payload=payload,
+    )  # fmt: skip
+    stubber = Stubber(cutover.boto3_client)
+    stubber.add_response("get_item", {"Item": {"status": {"S": "COMPLETED"}, "expiration": {"N": "4000000000"},
+                                               "data": {"S": '{"charged": 30}'}}})  # fmt: skip
+    stubber.add_response("get_item", {"Item": {"status": {"S": "INPROGRESS"}, "expiration": {"N": "4000000000"},
+                                               "in_progress_expiration": {"N": "4000000000000"}}})  # fmt: skip
+    stubber.add_response("get_item", {})
+    store = _NativeAsyncStore()
+    config = IdempotencyConfig(powertools_cutover=cutover)
+    processor = AsyncBatchProcessor(
+        EventType.SQS, store=store, config=config, max_concurrency=1, raise_on_entire_batch_failure=False
+    )  # one at a time: the stubbed answers in order
+    ran, loop_threads = [], []
+
+    async def handler(record):
+        loop_threads.append(threading.get_ident())
+        ran.append(record.message_id)
+        return "ran"
+
+    event = {"Records": [{"messageId": f"m-{n}", "body": "{}"} for n in range(3)]}
+    with stubber:
+        response = asyncio.run(processor.process(event, handler))
+    assert response == {"batchItemFailures": [{"itemIdentifier": "m-1"}]}
+    assert ran == ["m-2"]
+    assert [item.outcome for item in processor.items] == [Outcome.REPLAYED, Outcome.IN_PROGRESS, Outcome.PROCESSED]
+    assert processor.items[0].result == {"charged": 30}
+    copy = store.inner.get(make_key({"messageId": "m-0"}, config))
+    assert copy is not None
+    assert copy.status is RecordStatus.COMPLETE  # the Powertools record's copy, committed to our store
+    assert store.inner.get(make_key({"messageId": "m-1"}, config)) is None  # our lock released: in progress there
+    loop = loop_threads[0]
+    assert {thread for _, thread in store.calls} == {loop}
+    assert [call for call, _ in store.calls].count("complete") == 2  # the copy, then m-2's own result
+    assert len(threads) == 3
+    assert loop not in threads

@@ -26,7 +26,7 @@ from consumer import (
 )
 from consumer._serde import OwnIdKey
 from consumer.keys import key_selection
-from consumer.sources._kafka import kafka_records
+from consumer.sources import kafka_records
 from persistence import InMemoryPersistenceLayer
 
 
