@@ -30,6 +30,12 @@ _encode_str: Callable[[str], str] = json.encoder.encode_basestring
 # Built once (json.dumps() with options builds an encoder per call); they are only given acyclic values.
 _PLAIN = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False, check_circular=False)
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, check_circular=False)
+# What _PLAIN.encode builds anew on every call, built once for the usual result (a flat dict of str, int, bool and
+# None: nothing in it calls back into Python, so it writes what _PLAIN writes). None without the C accelerator.
+_make_flat = getattr(json.encoder, "c_make_encoder", None)
+# Its options by position, as the C function takes them: markers, default, encoder, indent, the separators,
+# sort_keys, skipkeys, allow_nan.
+_FLAT = _make_flat and _make_flat(None, _PLAIN.default, _encode_str, None, ":", ",", False, False, False)  # noqa: FBT003
 
 
 class ResultEncodingError(ValueError):
@@ -218,7 +224,7 @@ def encode_result(value: Any) -> str:
                 if type(k) is not str or type(v) not in _FLAT_VALUES:
                     break
             else:
-                text = _PLAIN.encode(value)
+                text = "".join(_FLAT(value, 0)) if _FLAT is not None else _PLAIN.encode(value)
                 if text.isascii() or _utf8(text):
                     return text
         if _plain(value, 0, math.isfinite):
