@@ -25,6 +25,8 @@ from consumer._jmespath import DEFAULT_MAX_DECODED_BYTES, compile_expression, op
 from persistence import IdempotencyRecord, RecordStatus
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from jmespath.parser import ParsedResult
 
     from consumer._context import LambdaContext
@@ -84,6 +86,14 @@ class IdempotencyConfig:
             ``base64_decode`` decodes at most that many bytes; ``json_parse`` reads at most that many characters,
             with at most one ``{``, ``[``, ``:`` or ``,`` per 16 of them. Past it, the record fails alone with a
             ``DecodeLimitError`` (an ``IdempotencyKeyError``) naming the function and the limit.
+        jmespath_options: Powertools' ``jmespath_options``: keyword arguments of :class:`jmespath.Options`, used by
+            both expressions instead of ours, as Powertools uses them instead of its own. Its
+            ``{"custom_functions": CustomFunctions()}`` replaces the built-in functions (``powertools_json`` and the
+            others, ``header``): subclass ``jmespath.functions.Functions`` and add yours. Functions given here are
+            the user's and are not bounded by ``max_decoded_bytes``. Not with ``key_header``.
+        lambda_context: Powertools' ``lambda_context=``: registered as this invocation's context when the config
+            is built, as :meth:`register_lambda_context` registers it (the invocation's, not this config's: it is
+            not kept on the config, so a copy made later with :func:`dataclasses.replace` registers nothing).
         prefix: The key prefix in force (derived: ``key_prefix``, else the function name, else ``"local"``).
 
     Shown, compared and hashed by its fields as a dataclass is, by methods written once below rather than
@@ -109,6 +119,8 @@ class IdempotencyConfig:
     powertools_cutover: PowertoolsCutover | None = None
     key_header: str | None = None
     max_decoded_bytes: int = DEFAULT_MAX_DECODED_BYTES
+    jmespath_options: Mapping[str, Any] | None = field(default=None, compare=False)
+    lambda_context: LambdaContext | None = field(default=None, repr=False, compare=False)
     key_expression: ParsedResult | None = field(init=False, repr=False, compare=False, default=None)
     validation_expression: ParsedResult | None = field(init=False, repr=False, compare=False, default=None)
     local_caches: LocalCaches | None = field(init=False, repr=False, compare=False, default=None)
@@ -128,12 +140,27 @@ class IdempotencyConfig:
         object.__setattr__(self, "key_expression", _compile("event_key_jmespath", self._key_jmespath()))
         validation = _compile("payload_validation_jmespath", self.payload_validation_jmespath or None)
         object.__setattr__(self, "validation_expression", validation)
-        object.__setattr__(self, "search_options", options(self.max_decoded_bytes))
+        object.__setattr__(self, "search_options", self._search_options())
         if self.use_local_cache:
             caches = LocalCaches(self.local_cache_max_items, self.local_cache_max_age_seconds * 1000)
             object.__setattr__(self, "local_caches", caches)
         prefix = self.key_prefix or os.environ.get("AWS_LAMBDA_FUNCTION_NAME") or "local"
         object.__setattr__(self, "prefix", prefix)
+        if self.lambda_context is not None:
+            register_invocation_context(self.lambda_context)
+            object.__setattr__(self, "lambda_context", None)
+
+    def _search_options(self) -> jmespath.Options:
+        if self.jmespath_options is None:
+            return options(self.max_decoded_bytes)
+        _require(
+            self.key_header is None,
+            "key_header selects with the header() function, which jmespath_options replaces: give one of them",
+        )
+        try:
+            return jmespath.Options(**self.jmespath_options)
+        except TypeError as e:
+            raise IdempotencyConfigError(f"jmespath_options are not jmespath.Options arguments: {e}") from e
 
     def _compared(self) -> tuple[Any, ...]:
         return tuple(getattr(self, f.name) for f in fields(self) if f.compare)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import enum
+import json
 import os
 from dataclasses import dataclass
+from typing import Any
 
 MS_PER_SECOND = 1000
 
@@ -38,6 +41,10 @@ class IdempotencyRecord:
         lease: Fencing token of the holder that wrote the record; new on every acquire.
         response: JSON text of the result (``COMPLETE`` only); ``None`` when it was not stored.
         payload_hash: Hash of the payload-validation selection, if validation is configured.
+
+    A response hook written for Powertools reads it by its ``DataRecord`` names too: ``idempotency_key``,
+    ``expiry_timestamp``, ``in_progress_expiry_timestamp``, ``response_data``, ``get_expiration_datetime()`` and
+    ``response_json_as_dict()`` (``status`` is ours: ``RecordStatus.COMPLETE``, not the text ``"COMPLETED"``).
     """
 
     key: str
@@ -100,3 +107,33 @@ class IdempotencyRecord:
     def effective_status(self, now_ms: int) -> RecordStatus:
         """The status with expiry applied: ``EXPIRED`` once ``expires_at`` has passed."""
         return RecordStatus.EXPIRED if self.is_expired(now_ms) else self.status
+
+    # Powertools' DataRecord names, read-only, for response hooks written for it.
+
+    @property
+    def idempotency_key(self) -> str:
+        """Powertools' name of :attr:`key`."""
+        return self.key
+
+    @property
+    def expiry_timestamp(self) -> int:
+        """Powertools' name of :attr:`expires_at`."""
+        return self.expires_at
+
+    @property
+    def in_progress_expiry_timestamp(self) -> int | None:
+        """Powertools' name of :attr:`in_progress_expires_at`."""
+        return self.in_progress_expires_at
+
+    @property
+    def response_data(self) -> str | None:
+        """Powertools' name of :attr:`response`."""
+        return self.response
+
+    def get_expiration_datetime(self) -> dt.datetime:
+        """When the record expires, as Powertools gives it: a naive datetime in local time."""
+        return dt.datetime.fromtimestamp(self.expires_at)  # noqa: DTZ006 - Powertools' value, naive as there
+
+    def response_json_as_dict(self) -> Any:
+        """The stored response, parsed from its JSON text (``None`` when none was stored), as Powertools gives it."""
+        return None if self.response is None else json.loads(self.response)

@@ -28,6 +28,10 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+
+from causes import causes_table  # noqa: E402 - after the path that holds it
+
 SUITES = ("tests/functional/batch", "tests/functional/idempotency")
 
 
@@ -75,15 +79,17 @@ def run_examples(repo: Path, endpoint: str, directory: Path) -> dict[str, dict[s
     return results
 
 
-def run_suite(repo: Path, suite: str, library: str, directory: Path) -> dict[str, str]:
-    """One functional suite on one library; ``{test id: passed|failed|error|skipped}``.
+def run_suite(repo: Path, suite: str, library: str, directory: Path) -> dict[str, dict[str, str]]:
+    """One functional suite on one library; ``{test id: {"outcome": passed|failure|error|skipped, "why": text}}``.
 
     The checkout goes at the end of ``sys.path`` (``--import-mode=append``): its tests import ``tests.functional``
-    from it, while ``aws_lambda_powertools`` is the installed one, not the checkout's source.
+    from it, while ``aws_lambda_powertools`` is the installed one, not the checkout's source. pytest runs in the
+    checkout, so ``-P`` keeps the working directory off ``sys.path``: without it the checkout's own
+    ``aws_lambda_powertools`` would be imported first, and the baseline would measure the checkout's source.
     """
     report = directory / f"{library}-{suite.replace('/', '_')}.xml"
     plugin = ["-p", "pytest_shim"] if library == "ours" else []
-    command = [sys.executable, "-m", "pytest", str(repo / suite), "--rootdir", str(repo), "--import-mode=append"]
+    command = [sys.executable, "-P", "-m", "pytest", str(repo / suite), "--rootdir", str(repo), "--import-mode=append"]
     command += ["-o", "addopts=", "-p", "no:cacheprovider", "-q", "-W", "ignore", f"--junitxml={report}", *plugin]
     subprocess.run(
         command,
@@ -94,11 +100,12 @@ def run_suite(repo: Path, suite: str, library: str, directory: Path) -> dict[str
         timeout=1800,
         check=False,
     )
-    outcomes: dict[str, str] = {}
+    outcomes: dict[str, dict[str, str]] = {}
     for case in ET.parse(report).getroot().iter("testcase"):  # noqa: S314 - pytest's own report
-        kinds = {child.tag for child in case}
+        kinds = {child.tag: child for child in case}
         outcome = next((k for k in ("error", "failure", "skipped") if k in kinds), "passed")
-        outcomes[f"{case.get('classname')}::{case.get('name')}"] = outcome
+        why = "" if outcome == "passed" else f"{kinds[outcome].get('message')}\n{kinds[outcome].text or ''}"
+        outcomes[f"{case.get('classname')}::{case.get('name')}"] = {"outcome": outcome, "why": why}
     return outcomes
 
 
@@ -145,19 +152,20 @@ def examples_table(results: dict[str, dict[str, Any]]) -> list[str]:
     return lines
 
 
-def suites_table(outcomes: dict[str, dict[str, dict[str, str]]]) -> list[str]:
+def suites_table(repo: Path, outcomes: dict[str, dict[str, dict[str, dict[str, str]]]]) -> list[str]:
     lines = ["| suite | tests | pass on Powertools | pass here |", "|---|---|---|---|"]
     for suite, by_library in outcomes.items():
         theirs, ours = by_library["powertools"], by_library["ours"]
-        passed = [sum(outcome == "passed" for outcome in runs.values()) for runs in (theirs, ours)]
+        passed = [sum(run["outcome"] == "passed" for run in runs.values()) for runs in (theirs, ours)]
         lines.append(f"| {suite} | {len(theirs)} | {passed[0]} | {passed[1]} |")
-    lines += ["", "Passing on Powertools, failing here:"]
-    for by_library in outcomes.values():
-        lines += [
-            f"- {test}"
-            for test, outcome in sorted(by_library["powertools"].items())
-            if outcome == "passed" and by_library["ours"].get(test) != "passed"
-        ]
+    for suite, by_library in outcomes.items():
+        failing = {
+            test: by_library["ours"].get(test, {"why": "not run here"})["why"]
+            for test, run in by_library["powertools"].items()
+            if run["outcome"] == "passed" and by_library["ours"].get(test, {}).get("outcome") != "passed"
+        }
+        lines += ["", f"{suite}: passing on Powertools, failing here ({len(failing)}), by class and cause:"]
+        lines += causes_table(repo, failing)
     return lines
 
 
@@ -181,13 +189,13 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as directory:
             examples = run_examples(repo, server.endpoint_url, Path(directory))
             print("\n".join(["", "Documented examples:", *examples_table(examples)]))
-            suites: dict[str, dict[str, dict[str, str]]] = {}
+            suites: dict[str, dict[str, dict[str, dict[str, str]]]] = {}
             if args.suites:
                 for suite in SUITES:
                     suites[suite] = {
                         library: run_suite(repo, suite, library, Path(directory)) for library in ("powertools", "ours")
                     }
-                print("\n".join(["", "Functional suites:", *suites_table(suites)]))
+                print("\n".join(["", "Functional suites:", *suites_table(repo, suites)]))
     finally:
         server.stop()
     if args.json:

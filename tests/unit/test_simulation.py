@@ -85,7 +85,7 @@ SEEDED_BUGS = {
 def test_each_seeded_bug_is_caught_and_its_schedule_replays_it(bug: str) -> None:
     store_type, violation = SEEDED_BUGS[bug]
     with pytest.raises(SimulationFailure) as caught:
-        simulate(store_type, budget_s=30, seed=0)
+        simulate(store_type, budget_s=300, seed=0)  # found in seconds: the budget is a safety net
     failure = caught.value
     assert any(violation in line for line in failure.violations), failure
     assert failure.trace, failure
@@ -96,7 +96,7 @@ def test_each_seeded_bug_is_caught_and_its_schedule_replays_it(bug: str) -> None
 
 
 def test_the_memory_store_holds_in_every_schedule_with_one_fault() -> None:
-    report = simulate(InMemoryPersistenceLayer, budget_s=120, seed=0, depth=100, random_runs=0)
+    report = simulate(InMemoryPersistenceLayer, budget_s=600, seed=0, depth=100, random_runs=0)  # bounded by depth
     assert report.exhaustive_complete, report
     assert report.longest <= report.depth, report  # every schedule, whatever its length
     assert report.exhaustive_runs > 1000, report
@@ -111,13 +111,15 @@ def test_sqlite_on_a_real_file_holds(tmp_path: Path) -> None:
             store.delete(record.key)
         return store
 
-    report = simulate(make_store, budget_s=8, seed=0)
-    assert report.exhaustive_runs + report.random_runs > 300, report
+    # Bounded by runs, not time: every schedule to 4 choices, then 50 random ones (the budget is a safety net).
+    report = simulate(make_store, budget_s=600, seed=0, depth=4, random_runs=50)
+    assert report.exhaustive_complete, report
+    assert report.random_runs == 50, report
 
 
 def test_a_failing_schedule_holds_on_the_real_store() -> None:
     with pytest.raises(SimulationFailure) as caught:
-        simulate(_AcquireTakesLiveLock, budget_s=30, seed=0)
+        simulate(_AcquireTakesLiveLock, budget_s=300, seed=0)
     assert caught.value.schedule  # the shortest failing schedule found: not the default, which holds
     assert simulate(InMemoryPersistenceLayer, schedule=caught.value.schedule).exhaustive_runs == 1
 
@@ -140,10 +142,12 @@ def test_redis_on_a_real_server_holds(redis_server: Any) -> None:
         return RedisPersistenceLayer(client, key_prefix=f"simulated-{epoch}-{next(runs)}:")
 
     try:
-        report = simulate(make_store, budget_s=8, seed=0, epoch_s=epoch)
+        # Bounded by runs, not time: every schedule to 2 choices, then 60 random ones (the budget is a safety net).
+        report = simulate(make_store, budget_s=600, seed=0, epoch_s=epoch, depth=2, random_runs=60)
     finally:
         client.close()
-    assert report.exhaustive_runs + report.random_runs > 100, report
+    assert report.exhaustive_complete, report
+    assert report.random_runs == 60, report
 
 
 def test_dynamodb_local_holds_at_a_smaller_bound(ddb_server: Any) -> None:
@@ -157,5 +161,7 @@ def test_dynamodb_local_holds_at_a_smaller_bound(ddb_server: Any) -> None:
             store.delete(record.key)
         return store
 
-    report = simulate(make_store, budget_s=10, seed=0, epoch_s=epoch, depth=4)
-    assert report.exhaustive_runs + report.random_runs > 20, report
+    # Bounded by runs, not time: every schedule to 2 choices (the budget is a safety net).
+    report = simulate(make_store, budget_s=600, seed=0, epoch_s=epoch, depth=2, random_runs=0)
+    assert report.exhaustive_complete, report
+    assert report.exhaustive_runs >= 40, report  # the schedules to 2 choices (a memory store: 40)
