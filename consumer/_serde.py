@@ -30,33 +30,23 @@ _encode_str: Callable[[str], str] = json.encoder.encode_basestring
 
 
 class _Encoder(json.JSONEncoder):
-    """A ``json.JSONEncoder`` that builds json's C encoder once, not on each ``encode`` as ``iterencode`` does.
-
-    The C encoder is the one ``iterencode`` would build from the same options (no cycle check: these encoders are
-    only given acyclic values), so the text is the same; building it was about half the cost of encoding a small
-    result. Without the C accelerator, ``encode`` is json's own.
-    """
+    """``json.JSONEncoder`` with json's C encoder built once, not per ``encode`` as ``iterencode`` does (half the cost
+    of a small result): the one ``iterencode`` builds from the same options, by position (markers: none, acyclic values
+    only; default, string encoder, indent, separators, sort_keys, skipkeys, allow_nan), so the same text."""  # noqa: D205, D209
 
     def __init__(self, **options: Any) -> None:
-        """The options of ``json.JSONEncoder`` (``check_circular=False``, no ``indent``)."""
-        super().__init__(check_circular=False, **options)
+        super().__init__(check_circular=False, ensure_ascii=False, **options)
         make = getattr(json.encoder, "c_make_encoder", None)
-        encode_str = json.encoder.encode_basestring_ascii if self.ensure_ascii else json.encoder.encode_basestring
-        # By position, as the C function takes them: markers (None: no cycle check), default, the string encoder,
-        # indent, the separators, sort_keys, skipkeys, allow_nan.
-        self._built = None if make is None else make(None, self.default, encode_str, None, self.key_separator,
-                                                     self.item_separator, self.sort_keys, self.skipkeys,
-                                                     self.allow_nan)  # fmt: skip
+        args = (None, self.default, _encode_str, None, self.key_separator, self.item_separator, self.sort_keys)
+        self._built = make and make(*args, self.skipkeys, self.allow_nan)
 
     def encode(self, o: Any) -> str:
         """``o`` as JSON text, as ``json.JSONEncoder.encode`` writes it."""
-        if self._built is None or isinstance(o, str):
-            return super().encode(o)
-        return "".join(self._built(o, 0))
+        return super().encode(o) if self._built is None or isinstance(o, str) else "".join(self._built(o, 0))
 
 
-_PLAIN = _Encoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-_CANONICAL = _Encoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+_PLAIN = _Encoder(separators=(",", ":"), allow_nan=False)
+_CANONICAL = _Encoder(sort_keys=True, separators=(",", ":"))
 
 
 class ResultEncodingError(ValueError):
