@@ -277,7 +277,9 @@ class _Processor(Generic[RecordT]):
             raws = records_of({} if event is None else event, self.event_type)
         event_type = resolve_event_type(self.event_type, raws)
         items = parse(event_type, raws)
-        settings = dataclasses.replace(self._settings, event_type=event_type)
+        settings = self._settings
+        if event_type is not settings.event_type:  # an SQS processor's FIFO queue, say
+            settings = dataclasses.replace(settings, event_type=event_type)
         # A durable function's context: the Lambda context it carries sets the deadline.
         return run(settings, record_handler, shape.guard_passing, lambda_context_of(call.context), items), started
 

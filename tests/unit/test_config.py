@@ -74,3 +74,16 @@ def test_a_hash_whose_collisions_can_be_made_is_warned_of_once_per_process_and_n
     said = [r.getMessage() for r in caplog.records]
     assert [s.split(":")[0] for s in said] == ["hash_function 'md5'", "hash_function 'sha1'"]
     assert all("collisions of it can be made on purpose" in s and s.endswith("use sha256") for s in said)
+
+
+def test_config_is_shown_compared_and_hashed_by_its_fields_as_a_dataclass_is():
+    config = IdempotencyConfig(event_key_jmespath="messageId", use_local_cache=True)
+    assert repr(config).startswith("IdempotencyConfig(event_key_jmespath='messageId', payload_validation_jmespath=None")
+    assert "key_expression" not in repr(config)  # what it compiles is not shown, nor compared
+    same = IdempotencyConfig(event_key_jmespath="messageId", use_local_cache=True)
+    assert config == same
+    assert hash(config) == hash(same)
+    assert config.local_caches is not same.local_caches
+    assert config != dataclasses.replace(config, lock_grace_ms=5)
+    assert config != "IdempotencyConfig"
+    assert len({config, same, IdempotencyConfig()}) == 2
