@@ -73,6 +73,16 @@ def test_the_users_functions_replace_the_built_in_ones_as_in_powertools():
         book({"body": '{"id": 1}'}, None)
 
 
+def test_empty_jmespath_options_are_the_built_in_functions_as_in_powertools():
+    config = IdempotencyConfig(event_key_jmespath="powertools_json(body).id", jmespath_options={})
+    ran = []
+    book = idempotent(persistence_store=InMemoryPersistenceLayer(), config=config)(lambda event, context: ran.append(1))
+    book({"body": '{"id": 1}'}, None)
+    book({"body": '{"id": 1, "retry": true}'}, None)  # the same id: replayed
+    assert ran == [1]
+    assert IdempotencyConfig(key_header="Idempotency-Key", jmespath_options={}).key_header == "Idempotency-Key"
+
+
 def test_jmespath_options_that_jmespath_does_not_take_or_a_key_header_beside_them_are_refused():
     with pytest.raises(IdempotencyConfigError, match=r"jmespath\.Options"):
         IdempotencyConfig(jmespath_options={"functions": Normalising()})
