@@ -32,7 +32,7 @@ def encode_output(result: Any, serializer: BaseIdempotencySerializer | None) -> 
     """The JSON text to store for ``result``: ``serializer.to_dict(result)`` (never for ``None``), encoded.
 
     A built-in typed serializer's text is then checked to replay as ``result`` (decoded and rebuilt as a replay
-    would: :meth:`~consumer.serialization._round_trip.ChecksReplay.check_replay`), unless it is too large for any
+    would: :meth:`~consumer.serialization._Typed.check_replay`), unless it is too large for any
     store of ours to take (they refuse it with ``ItemTooLargeError`` whatever it holds). Other serializers are not
     checked.
 
@@ -43,37 +43,27 @@ def encode_output(result: Any, serializer: BaseIdempotencySerializer | None) -> 
     """
     if serializer is None or result is None:
         return encode_result(result)
+    from consumer.serialization import _Typed  # noqa: PLC0415 - loaded with the serializer
+    from consumer.serialization._describe import reason  # noqa: PLC0415 - as _Typed
+    from consumer.serialization._round_trip import NotReplayableError  # noqa: PLC0415 - as _Typed
+
+    ours = serializer if isinstance(serializer, _Typed) else None
     try:
         stored = serializer.to_dict(result)
     except Exception as e:  # noqa: BLE001 - any failure of the serializer is this result's ResultEncodingError
-        said, cause = _said(e, serializer)
-        msg = f"{serializer!r}.to_dict failed on a result of type {type(result).__qualname__}: {said}"
-        raise ResultEncodingError(msg) from cause
+        # A built-in serializer's error is said without what its message may quote of the result (the bytes
+        # Pydantic could not dump), and not chained: a logged traceback would print its text. A serializer of the
+        # application's: its own words, chained.
+        msg = f"{serializer!r}.to_dict failed on a result of type {type(result).__qualname__}: "
+        raise ResultEncodingError(msg + (repr(e) if ours is None else reason(e))) from (e if ours is None else None)
     text = encode_result(stored)
-    if len(text) <= MAX_ITEM_BYTES:  # over it (in characters, so in bytes too), no store of ours takes it
-        _check_replay(result, text, serializer)
-    return text
-
-
-def _said(error: Exception, serializer: BaseIdempotencySerializer) -> tuple[str, Exception | None]:
-    # What to say of a serializer's error, and the cause to chain. A built-in serializer's error is said without
-    # what its message may quote of the result (the bytes Pydantic could not dump), and not chained: a logged
-    # traceback would print its text. A serializer of the application's: its own words, chained.
-    from consumer.serialization._describe import reason  # noqa: PLC0415 - a failure only
-    from consumer.serialization._round_trip import ChecksReplay  # noqa: PLC0415 - loaded with the serializer
-
-    return (reason(error), None) if isinstance(serializer, ChecksReplay) else (repr(error), error)
-
-
-def _check_replay(result: Any, text: str, serializer: BaseIdempotencySerializer) -> None:
-    from consumer.serialization._round_trip import ChecksReplay, NotReplayableError  # noqa: PLC0415 - loaded with the serializer
-
-    if isinstance(serializer, ChecksReplay):
+    if ours is not None and len(text) <= MAX_ITEM_BYTES:  # over it (in characters, so in bytes too), no store takes it
         try:
-            serializer.check_replay(result, text)
+            ours.check_replay(result, text)
         except NotReplayableError as e:  # said by type and place; its cause (a ValidationError) quotes the result
             msg = f"{serializer!r} would not replay the result as itself: {e}"
             raise ResultEncodingError(msg) from None
+    return text
 
 
 def unstored(
@@ -223,7 +213,7 @@ class FunctionOutput:
             IdempotencyNoSerializationModelError: A serializer class was declared without a return annotation.
         """
         from consumer.serialization import BaseIdempotencyModelSerializer, BaseIdempotencySerializer  # noqa: PLC0415
-        from consumer.serialization._annotations import UnresolvedAnnotationError  # noqa: PLC0415 - only decorated functions need these
+        from consumer.serialization._types import UnresolvedAnnotationError  # noqa: PLC0415 - only decorated functions need these
 
         is_class = isinstance(declared, type) and issubclass(declared, BaseIdempotencyModelSerializer)
         if declared is not None and not is_class and not isinstance(declared, BaseIdempotencySerializer):
@@ -243,7 +233,7 @@ class FunctionOutput:
                 (``IdempotencyNoSerializationModelError`` for a declared class).
         """
         if self._serializer is _UNRESOLVED:
-            from consumer.serialization._annotations import UnresolvedAnnotationError, UnresolvedReturnError  # noqa: PLC0415 - see __init__
+            from consumer.serialization._types import UnresolvedAnnotationError, UnresolvedReturnError  # noqa: PLC0415 - see __init__
 
             try:
                 self._serializer = self._resolve()
@@ -262,7 +252,7 @@ class FunctionOutput:
 
     def _resolve(self) -> BaseIdempotencySerializer | None:
         from consumer.serialization import serializer_for  # noqa: PLC0415
-        from consumer.serialization._annotations import NO_ANNOTATION, namespace_of, resolve_fields, return_type  # noqa: PLC0415
+        from consumer.serialization._types import NO_ANNOTATION, namespace_of, resolve_fields, return_type  # noqa: PLC0415
 
         declared = self._declared
         if declared is not None and not isinstance(declared, type):
@@ -278,7 +268,7 @@ class FunctionOutput:
                     serializer = serializer_for(annotation)
                 except IdempotencyModelTypeError:  # A | B: stored as it is (a dataclass as a dict, with a warning)
                     return None
-        for name in ("model", "output_type"):  # the types a serializer of ours rebuilds
-            if hasattr(serializer, name):
-                resolve_fields(getattr(serializer, name), namespace_of(self._function))
+        model = getattr(serializer, "model", None)  # the type a serializer of ours rebuilds
+        if model is not None:
+            resolve_fields(model, namespace_of(self._function))
         return serializer

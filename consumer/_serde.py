@@ -56,7 +56,6 @@ def _plain(value: Any, depth: int, float_ok: Callable[[float], bool]) -> bool:  
     return t in _ATOMS or (t is float and float_ok(value))
 
 
-_FLAT_VALUES = frozenset((str, int, bool, type(None)))
 _STR = frozenset((str,))
 
 
@@ -215,7 +214,7 @@ def encode_result(value: Any) -> str:
     try:
         if type(value) is dict and _TAG not in value:  # the usual result: one level of str, int, bool, None
             for k, v in value.items():
-                if type(k) is not str or type(v) not in _FLAT_VALUES:
+                if type(k) is not str or type(v) not in _ATOMS:
                     break
             else:
                 text = _PLAIN.encode(value)
@@ -276,9 +275,7 @@ def _container(value: Any, t: type, active: set[int]) -> Any:
         if base is None:
             raise TypeError(f"{_name(t)} is not a JSON type, a dataclass or a Pydantic model")
         plain, how = _BASES[base](value), ""
-    noun = type(plain).__name__
-    article = "an" if noun[0] in "aeiou" else "a"
-    _warn_once(t, f"results of type %s replay as {article} {noun}: only that is stored{how}")
+    _warn_stored_as(t, type(plain), how)
     return _tagged(plain, active)
 
 
@@ -306,6 +303,12 @@ def _warn_once(t: type, message: str) -> None:
             return
         _warned.add(t)
     logger.warning(message, _name(t))
+
+
+def _warn_stored_as(t: type, base: type, how: str = "") -> None:
+    # Once per type: results of type t replay as their plain form, of type base (a subclass as its base type).
+    noun = f"{'an' if base.__name__[0] in 'aeiou' else 'a'} {base.__name__}"
+    _warn_once(t, f"results of type %s replay as {noun}: only that is stored{how}")
 
 
 def _iso(value: dt.datetime | dt.time) -> str | list[Any]:

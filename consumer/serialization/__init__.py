@@ -11,16 +11,17 @@ The class names and methods are those of Powertools for AWS Lambda (Python), so 
 
 The serializers built in here (not a pair of functions of yours) make sure of what they store: when a guard
 stores a result, the text it encoded once is decoded and rebuilt through ``from_dict``, as a replay would, and
-compared with the result (:meth:`~consumer.serialization._round_trip.ChecksReplay.check_replay`). When they differ (a
+compared with the result (:meth:`~consumer.serialization._Typed.check_replay`). When they differ (a
 ``SecretStr`` dumped masked, a field left out of ``model_dump``, a subclass of the annotated class) the result is
 committed without its response, with a warning, rather than replayed as something else. A subclass of one of
 them is checked through its own ``to_dict`` and ``from_dict``, as its replays go.
 
-The serialization wing owns the serializers (this module) and typed replays: rebuilding a stored value as the
-annotated type (``_typed``, ``_annotations``, ``_hints``), checking that it replays as itself (``_round_trip``),
-and saying where and why it does not (``_positions``, ``_describe``). It may import the core and ``persistence``,
-no other wing. The core's result codec (``consumer._output``, ``consumer._serde``) loads it lazily, when a guard
-or a decorated function meets a serializer or a typed return annotation: plain JSON results never load it.
+The serialization wing owns the serializers (this module) and typed replays. One type table (``_types``) says what
+each place of a result is; the rebuild of a stored value as the annotated type (``_typed``), the check that it
+replays as itself (``_round_trip``) and the words saying where and why it does not (``_describe``) follow it. It
+may import the core and ``persistence``, no other wing. The core's result codec (``consumer._output``,
+``consumer._serde``) loads it lazily, when a guard or a decorated function meets a serializer or a typed return
+annotation: plain JSON results never load it.
 
 Examples:
     >>> import dataclasses
@@ -41,9 +42,9 @@ import abc
 from typing import TYPE_CHECKING, Any
 
 from consumer._errors import IdempotencyModelTypeError, IdempotencyNoSerializationModelError
-from consumer.serialization._annotations import is_dataclass_type
-from consumer.serialization._round_trip import ChecksReplay
-from consumer.serialization._typed import holds_models, is_model_type, optional_of, plain, rebuild
+from consumer.serialization import _round_trip
+from consumer.serialization._typed import plain, rebuild
+from consumer.serialization._types import holds_models, is_dataclass_type, is_model_type, optional_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -141,27 +142,46 @@ class CustomDictSerializer(BaseIdempotencySerializer):
         return self._from_dict(data)
 
 
-class _OneModel(BaseIdempotencyModelSerializer, ChecksReplay):
-    """What the dataclass and the Pydantic serializers share: ``model``, stored as plain values, rebuilt from them."""
+class _Typed(BaseIdempotencySerializer):
+    """The serializers built in here: a type's values stored as plain values (:func:`plain`) and rebuilt from them;
+    dataclasses and models inside containers (``list[Order]``, ``dict[str, Order]``, ``tuple[Order, ...]``) and
+    generic dataclasses (``Box[Line]``) as they are, a dataclass or a model by its own class below.
 
-    model: type[Any]
+    The guard encodes ``to_dict(result)`` once and passes that text to :meth:`check_replay`, which decodes it and
+    rebuilds it through ``from_dict``, as a replay does: the pair is checked as it is used, a subclass's overrides
+    included.
+    """  # noqa: D205 - the summary needs two lines
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
 
     def to_dict(self, data: Any) -> dict[str, Any]:
         """The instance as plain values: its fields, nested dataclasses and models as dicts (JSON-ready)."""
-        return plain(data)  # type: ignore[no-any-return]  # a dict for an instance of the model
+        return plain(data)  # type: ignore[no-any-return]  # a dict for an instance of a dataclass or a model
 
     def from_dict(self, data: dict[str, Any]) -> Any:
         """The instance rebuilt from its stored dict (a model is validated)."""
         return rebuild(self.model, data)
 
-    def replay_type(self) -> Any:
-        """``model``: its annotations say what each place of a result replays as."""
-        return self.model
+    def check_replay(self, result: Any, text: str) -> None:
+        """Check that ``text``, the stored form of ``result``, replays as ``result``, as ``model`` annotates it.
+
+        Raises:
+            NotReplayableError: It replays as something else, or not at all.
+        """
+        _round_trip.require_replay(result, text, self.from_dict, self.model)
+
+    def __repr__(self) -> str:
+        return f"serializer_for({self.model!r})"
+
+
+class _OneModel(_Typed, BaseIdempotencyModelSerializer):
+    """What the dataclass and the Pydantic serializers share: ``model``, stored as plain values, rebuilt from them."""
 
     @classmethod
     def instantiate(cls, model_type: Any) -> Self:
         """A serializer for ``model_type`` (or ``model_type | None``)."""
-        return cls(_model_of(model_type))  # type: ignore[call-arg]  # each subclass takes the model
+        return cls(_model_of(model_type))
 
     def __repr__(self) -> str:
         """``DataclassSerializer(Model)``, ``PydanticSerializer(Model)``."""
@@ -179,7 +199,7 @@ class DataclassSerializer(_OneModel):
     :class:`~consumer.ResponseDecodeError`; fields with ``init=False`` are restored after construction.
 
     A result whose stored form would not replay as itself is committed without its response when a guard stores
-    it (:meth:`~consumer.serialization._round_trip.ChecksReplay.check_replay`): a subclass, a dict, a dataclass, a
+    it (:meth:`~consumer.serialization._Typed.check_replay`): a subclass, a dict, a dataclass, a
     model or a plain enum in a field annotated ``Any``, an attribute that is not a field (set by ``__post_init__`` or a
     custom ``__init__``, in ``__dict__`` or in a slot), a model field that does not replay (see
     :class:`PydanticSerializer`). The values are compared field by field, with
@@ -202,7 +222,7 @@ class DataclassSerializer(_OneModel):
             raise IdempotencyModelTypeError(
                 f"Model type is not inherited of dataclass type: DataclassSerializer needs a dataclass, not {model!r}"
             )
-        self.model = model
+        super().__init__(model)
 
 
 class PydanticSerializer(_OneModel):
@@ -232,27 +252,7 @@ class PydanticSerializer(_OneModel):
                 "Model type is not inherited from pydantic BaseModel: PydanticSerializer needs a pydantic.BaseModel "
                 f"subclass, not {model!r}"
             )
-        self.model = model
-
-
-class _TypeSerializer(BaseIdempotencySerializer, ChecksReplay):
-    """Dataclasses and models inside containers (``list[Order]``, ``dict[str, Order]``, ``tuple[Order, ...]``) and
-    generic dataclasses (``Box[Line]``); their replay is checked as :class:`DataclassSerializer`'s is."""  # noqa: D205, D209
-
-    def __init__(self, output_type: Any) -> None:
-        self.output_type = output_type
-
-    def to_dict(self, data: Any) -> Any:
-        return plain(data)
-
-    def from_dict(self, data: Any) -> Any:
-        return rebuild(self.output_type, data)
-
-    def replay_type(self) -> Any:
-        return self.output_type
-
-    def __repr__(self) -> str:
-        return f"serializer_for({self.output_type!r})"
+        super().__init__(model)
 
 
 def serializer_for(output_type: Any) -> BaseIdempotencySerializer | None:
@@ -286,7 +286,7 @@ def serializer_for(output_type: Any) -> BaseIdempotencySerializer | None:
         return DataclassSerializer(model)
     if is_model_type(model):
         return PydanticSerializer(model)
-    return _TypeSerializer(output_type)
+    return _Typed(output_type)
 
 
 def _model_of(model_type: Any) -> Any:

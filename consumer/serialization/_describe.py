@@ -1,11 +1,14 @@
-"""Why a stored result does not rebuild, and where, in words that quote none of it (they go to a log line).
+"""Where a rebuild failed and why, in words that quote none of the stored value (they go to a log line).
 
-A rebuild notes where it failed on its exception (:mod:`._positions`): :func:`describe` names that place
-(``Owner.pets[0]``, a dict entry by its place: ``[<key 2>]``), the type that did not rebuild there, and the reason.
-A Pydantic validation error is said by each error's location and message, never its input: the location is
-followed through the fields of the model (so a nested model is named, and a dict key becomes ``[<key>]``), and a
-message a validator wrote (``value_error``: it may quote the input) is said by its type. Our own errors say type
-and field names. Any other exception is said by its type alone: its message may quote the stored value.
+A rebuild (:func:`._typed.rebuild`) notes on an exception that passes through it the type that raised (the first
+rebuild it leaves), the type the rebuild started from (the last) and each step in between: a field, an index, the
+value or the key of a dict entry, named by its place among the entries (``[<key 2>]``), never by the key itself,
+which is data. :func:`describe` names that place (``Owner.pets[0]``), the type that did not rebuild there, and
+the reason. A Pydantic validation error is said by each error's location and message, never its input: the
+location is followed through the fields of the model (so a nested model is named, and a dict key becomes
+``[<key>]``), and a message a validator wrote (``value_error``: it may quote the input) is said by its type. The
+errors a rebuild raises of its own, defined here, say type and field names and counts. Any other exception is
+said by its type alone: its message may quote the stored value.
 """
 
 from __future__ import annotations
@@ -14,18 +17,97 @@ import dataclasses
 import json
 import sys
 import typing
-from collections import abc
 from typing import Any
 
 from consumer._errors import IdempotencyModelTypeError
-from consumer.serialization._annotations import field_types, is_dataclass_type
-from consumer.serialization._positions import SAFE_ERRORS, Step, UnknownFieldsError, position, render
-from consumer.serialization._typed import is_model_type, optional_of
+from consumer._serde import _name
+from consumer.serialization._types import Shape, fields_of, is_dataclass_type, is_model_type, shape
 
 _NOTHING: Any = object()
+_POSITION = "_idempotent_consumer_position"  # the exception's attribute (every exception has a __dict__)
+
+#: One step down a stored value: ``("field", name)``, ``("index", i)``, the value (``("value", i)``) or the key
+#: (``("key", i)``) of the i-th entry of a dict.
+Step = tuple[str, Any]
 
 # Pydantic error types whose message may hold the input: a validator's own message, a discriminator's value.
 _QUOTING = frozenset({"value_error", "assertion_error", "union_tag_invalid", "get_attribute_error"})
+
+
+@dataclasses.dataclass
+class Position:
+    """Where a rebuild failed: down ``steps`` (innermost first) from ``root`` to ``type``, whose rebuild raised."""
+
+    type: Any
+    root: Any
+    steps: list[Step]
+
+
+def reached(error: BaseException, tp: Any) -> None:
+    """Note on ``error`` that it left the rebuild of ``tp``: the first call names the type that raised."""
+    found = error.__dict__.get(_POSITION)
+    if found is None:
+        error.__dict__[_POSITION] = Position(tp, tp, [])
+    else:
+        found.root = tp
+
+
+def stepped(error: BaseException, step: Step) -> None:
+    """Note on ``error`` a step its rebuild came down, innermost first."""
+    found = error.__dict__.get(_POSITION)
+    if found is not None:
+        found.steps.append(step)
+
+
+def position(error: BaseException) -> Position | None:
+    """Where the rebuild that raised ``error`` failed; ``None`` when no rebuild did."""
+    found = error.__dict__.get(_POSITION)
+    return found if isinstance(found, Position) else None
+
+
+def render(steps: list[Step]) -> str:
+    """``steps`` (outermost first) as a path: ``.lines[0]``, ``[<key 2>]``, ``.keys()[2]`` (a key itself)."""
+    said = {"field": ".{}", "index": "[{}]", "value": "[<key {}>]", "key": ".keys()[{}]"}
+    return "".join(said[kind].format(at) for kind, at in steps)
+
+
+class StoredFormError(TypeError):
+    """A stored value is not in the form its type is stored in (the message names types and fields only)."""
+
+
+class UnknownFieldsError(StoredFormError):
+    """A dict stored for a dataclass has keys that are not its fields."""
+
+    def __init__(self, cls: type, names: list[str]) -> None:
+        """``names``: the keys ``cls`` has no field for."""
+        self.cls, self.names = cls, names
+        super().__init__(self.said(named=True))
+
+    def said(self, named: bool) -> str:
+        """The message, naming the keys only when ``named`` (keys may be data, not field names)."""
+        if named:
+            return f"{_name(self.cls)} has no field {', '.join(map(repr, self.names))}"
+        return f"{_name(self.cls)} has no field for {len(self.names)} of the stored keys"
+
+
+class MissingFieldsError(StoredFormError):
+    """A dict stored for a dataclass lacks fields that have no default."""
+
+    def __init__(self, cls: type, names: list[str]) -> None:
+        """``names``: the fields of ``cls`` without a default that were not stored."""
+        super().__init__(f"{_name(cls)} has no stored value for its field {', '.join(map(repr, names))}")
+
+
+class NotAMemberError(ValueError):
+    """A value stored in an enum position is not the value of one of its members."""
+
+    def __init__(self, cls: type) -> None:
+        """``cls``: the enum."""
+        super().__init__(f"the stored value is not one of the members of {_name(cls)}")
+
+
+#: The errors whose message holds no stored value.
+SAFE_ERRORS = (StoredFormError, NotAMemberError)
 
 
 def describe(error: BaseException, root: str | None = None, original: Any = _NOTHING) -> str:
@@ -43,16 +125,16 @@ def describe(error: BaseException, root: str | None = None, original: Any = _NOT
     steps = found.steps[::-1]
     where = (root or type_name(found.root)) + render(steps)
     at = _follow(original, steps)
-    failed = _bare(found.type)
+    failed = shape(found.type).hint
     if _is_validation_error(error) and is_model_type(failed):
         inside, failed, why = _validation(error, failed)
         where, at = where + inside, (at if not inside else _NOTHING)
     else:
         inside, why = "", reason(error, at)
     if at is _NOTHING or type(at) is failed:
-        what = f"{_a(failed)} does not replay"
+        what = f"{a_type(failed)} does not replay"
     else:  # the result holds another type there (a subclass, a dict, a value that is not a member)
-        what = f"{_a(type(at))} does not replay as {_a(failed)}"
+        what = f"{a_type(type(at))} does not replay as {a_type(failed)}"
     return f"{where}: {what}: {why}" if steps or inside else f"{what}: {why}"
 
 
@@ -77,21 +159,15 @@ def reason(error: BaseException, original: Any = _NOTHING) -> str:
 
 def type_name(tp: Any) -> str:
     """The name of ``tp`` (``list`` for ``list[Order]``, ``Order`` for ``Order | None``)."""
-    tp = _bare(tp)
+    tp = shape(tp).hint
     named = typing.get_origin(tp) or tp
     return str(getattr(named, "__qualname__", None) or getattr(named, "_name", None) or type(named).__qualname__)
 
 
-def _a(t: Any) -> str:
+def a_type(t: Any) -> str:
+    """``a list``, ``an Order``: :func:`type_name` with its article."""
     name = type_name(t)
     return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
-
-
-def _bare(tp: Any) -> Any:
-    try:
-        return optional_of(tp)
-    except IdempotencyModelTypeError:  # a union of several types
-        return tp
 
 
 def _follow(value: Any, steps: list[Step]) -> Any:
@@ -146,40 +222,30 @@ def _loc(tp: Any, loc: tuple[Any, ...]) -> tuple[str, Any, int]:
     # on the way, and where in the path its fields start.
     path, inner, start = "", tp, 0
     for item in loc:
-        tp = _bare(tp)
-        fields = _fields(tp)
-        origin, args = typing.get_origin(tp), typing.get_args(tp)
+        found = shape(tp)
+        fields = _fields(found)
         if fields is not None:
-            inner, start = tp, len(path)
+            inner, start = found.hint, len(path)
             name = item if item in fields else next((n for n, a in fields.items() if a[1] == item), None)
             path, tp = (path + f".{name}", fields[name][0]) if name is not None else (path + "[?]", None)
-        elif origin in _SEQUENCES and isinstance(item, int) and args:
-            path, tp = path + f"[{item}]", _element(origin, args, item)
-        elif origin in _MAPS and len(args) == 2:  # noqa: PLR2004 - key, value
-            path, tp = path + "[<key>]", args[1]
+        elif found.kind in {"sequence", "tuple"} and isinstance(item, int):
+            first, rest = found.items()
+            path, tp = path + f"[{item}]", first[item] if item < len(first) else rest
+        elif found.kind in {"mapping", "dict kind"}:
+            path, tp = path + "[<key>]", found.entries()[1]
         else:
             path, tp = path + "[?]", None
     return path, inner, start
 
 
-_SEQUENCES = frozenset((list, tuple, set, frozenset, abc.Sequence, abc.MutableSequence, abc.Set, abc.MutableSet))
-_MAPS = frozenset((dict, abc.Mapping, abc.MutableMapping))
-
-
-def _element(origin: Any, args: tuple[Any, ...], index: int) -> Any:
-    if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):  # noqa: PLR2004 - tuple[X, ...]
-        return args[index] if index < len(args) else None
-    return args[0]
-
-
-def _fields(tp: Any) -> dict[str, tuple[Any, Any]] | None:
-    # name -> (annotation, alias) of a model or dataclass; None for any other type.
-    if is_model_type(tp):
-        return {n: (f.annotation, f.validation_alias or f.alias) for n, f in tp.model_fields.items()}
-    if is_dataclass_type(tp):
-        try:
-            hints = field_types(tp)
-        except IdempotencyModelTypeError:
-            hints = {}
-        return {f.name: (hints.get(f.name), None) for f in dataclasses.fields(tp)}
-    return None
+def _fields(found: Shape) -> dict[str, tuple[Any, Any]] | None:
+    # name -> (annotation, alias) of a model or dataclass; None for any other kind.
+    if found.kind == "model":
+        return {n: (f.annotation, f.validation_alias or f.alias) for n, f in found.cls.model_fields.items()}
+    if found.kind != "dataclass":
+        return None
+    try:
+        hints = found.fields()
+    except IdempotencyModelTypeError:
+        hints = {}
+    return {name: (hints.get(name), None) for name in fields_of(found.cls)}

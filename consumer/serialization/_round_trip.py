@@ -12,50 +12,22 @@ Its messages say where the replay differs by field names, indexes and types; a d
 
 from __future__ import annotations
 
-import abc
 import decimal
 import enum
 import functools
-import weakref
 from typing import TYPE_CHECKING, Any
 
-from consumer._serde import _warn_once, decode_result
-from consumer.serialization import _hints as hints
-from consumer.serialization._describe import describe
-from consumer.serialization._hints import allows
-from consumer.serialization._typed import fields_of, is_model_type
+from consumer._errors import IdempotencyModelTypeError
+from consumer._serde import _ATOMS, _BASES, _warn_stored_as, decode_result
+from consumer.serialization._describe import a_type, describe
+from consumer.serialization._types import allows, fields_of, is_model_type, model_fields, shape
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Iterator
 
 
 class NotReplayableError(ValueError):
     """A result is stored in a form that does not replay as itself; the message says where it differs."""
-
-
-class ChecksReplay(abc.ABC):
-    """A serializer whose stored text is checked to replay as the result (the built-in typed serializers).
-
-    The guard encodes ``to_dict(result)`` once and passes that text to :meth:`check_replay`, which decodes it
-    and rebuilds it through ``from_dict``, as a replay does: the pair is checked as it is used, a subclass's
-    overrides included.
-    """
-
-    @abc.abstractmethod
-    def from_dict(self, data: dict[str, Any]) -> Any:
-        """The result to replay for ``data``, the value ``to_dict`` returned (as the encoder replays it)."""
-
-    def check_replay(self, result: Any, text: str) -> None:
-        """Check that ``text``, the stored form of ``result``, replays as ``result``.
-
-        Raises:
-            NotReplayableError: It replays as something else, or not at all.
-        """
-        require_replay(result, text, self.from_dict, self.replay_type())
-
-    def replay_type(self) -> Any:
-        """The type ``from_dict`` rebuilds (its annotations say what each place replays as); ``Any`` if unknown."""
-        return Any
 
 
 def require_replay(result: Any, text: str, from_dict: Callable[[Any], Any], hint: Any = Any) -> None:
@@ -75,7 +47,7 @@ def require_replay(result: Any, text: str, from_dict: Callable[[Any], Any], hint
     except Exception as e:
         raise NotReplayableError(describe(e, type(result).__qualname__, result)) from e
     if type(replayed) is not type(result) and not _replays_as(result, replayed, hint):
-        raise NotReplayableError(f"{_a(type(result))} replays as {_a(type(replayed))}")
+        raise NotReplayableError(f"{a_type(type(result))} replays as {a_type(type(replayed))}")
     difference = first_difference(result, replayed, type(result).__qualname__, hint)
     if difference is not None:
         raise NotReplayableError(difference)
@@ -95,9 +67,9 @@ def first_difference(original: Any, replayed: Any, where: str, hint: Any = Any) 
     """
     t = type(original)
     if t is not type(replayed) and not _replays_as(original, replayed, hint):
-        return f"{where}: {_a(t)} replays as {_a(type(replayed))}"
-    if t in _SCALARS or t is decimal.Decimal or t is float:
-        return None if _equal(original, replayed) else f"{where}: {_a(t)} replays with another value"
+        return f"{where}: {a_type(t)} replays as {a_type(type(replayed))}"
+    if t in _ATOMS or t is decimal.Decimal or t is float:
+        return None if _equal(original, replayed) else f"{where}: {a_type(t)} replays with another value"
     walk = _CONTAINERS.get(t) or _walk_of(t)
     if walk is not None:
         return walk(original, replayed, where, hint)
@@ -108,11 +80,7 @@ def first_difference(original: Any, replayed: Any, where: str, hint: Any = Any) 
     if _equal(original, replayed):
         return None
     how = "masked" if callable(getattr(original, "get_secret_value", None)) else "with another value"
-    return f"{where}: {_a(t)} replays {how}"
-
-
-_SCALARS = frozenset((str, int, bool, type(None)))  # compared by ==, which for these is the value
-_BASES = frozenset((str, int, float, decimal.Decimal, bytes, bytearray, list, tuple, dict, set, frozenset))
+    return f"{where}: {a_type(t)} replays {how}"
 
 
 def _replays_as(original: Any, replayed: Any, hint: Any) -> bool:
@@ -143,14 +111,14 @@ def _as_its_base(original: Any, replayed: Any, hint: Any) -> bool:
     base = type(replayed)
     if base not in _BASES or type(original) is bool or not isinstance(original, base) or not allows(hint, base):
         return False
-    _warn_once(type(original), f"results of type %s replay as {_a(base)}: only that is stored")
+    _warn_stored_as(type(original), base)
     return True
 
 
 def _items(original: list[Any] | tuple[Any, ...], replayed: Any, where: str, hint: Any) -> str | None:
     if len(original) != len(replayed):
         return f"{where}: {len(original)} items replay as {len(replayed)}"
-    first, rest = hints.items(hint)
+    first, rest = shape(hint).items()
     for i, (o, r) in enumerate(zip(original, replayed, strict=True)):
         at = first[i] if i < len(first) else rest
         if not _same_scalar(o, r) and (difference := first_difference(o, r, f"{where}[{i}]", at)):
@@ -161,7 +129,7 @@ def _items(original: list[Any] | tuple[Any, ...], replayed: Any, where: str, hin
 def _same_scalar(original: Any, replayed: Any) -> bool:
     # The usual item or field (a str, an int, ...) equal to its replay: nothing to walk, no place to name.
     t = type(original)
-    return t is type(replayed) and t in _SCALARS and original == replayed
+    return t is type(replayed) and t in _ATOMS and original == replayed
 
 
 def _entries(original: dict[Any, Any], replayed: dict[Any, Any], where: str, hint: Any) -> str | None:
@@ -169,7 +137,7 @@ def _entries(original: dict[Any, Any], replayed: dict[Any, Any], where: str, hin
     # A key is named by its place: keys are data.
     if len(original) != len(replayed):
         return f"{where}: {len(original)} keys replay as {len(replayed)}"
-    keys, values = hints.entries(hint)
+    keys, values = shape(hint).entries()
     for i, ((key, value), (other_key, other_value)) in enumerate(zip(original.items(), replayed.items(), strict=True)):
         difference = first_difference(key, other_key, f"{where}.keys()[{i}]", keys)
         difference = difference or first_difference(value, other_value, f"{where}[<key {i}>]", values)
@@ -187,11 +155,13 @@ def _members(original: set[Any] | frozenset[Any], replayed: Any, where: str, hin
         extra = [m for m in replayed if m not in original]
     except Exception:  # noqa: BLE001 - an == or a hash that raises says nothing about the replay
         return None
-    each = hints.items(hint)[1]
+    each = shape(hint).items()[1]
     for member in missing:
         match = next((i for i, e in enumerate(extra) if first_difference(member, e, where, each) is None), None)
         if match is None:
-            return None if _by_identity(member) else f"{where}: a member {_a(type(member))} replays as another value"
+            return (
+                None if _by_identity(member) else f"{where}: a member {a_type(type(member))} replays as another value"
+            )
         extra.pop(match)
     return None
 
@@ -223,7 +193,12 @@ def _fields(original: Any, replayed: Any, where: str, names: Iterable[str], anno
 def _dataclass(original: Any, replayed: Any, where: str, hint: Any) -> str | None:
     cls = type(original)
     names = fields_of(cls)
-    difference = _fields(original, replayed, where, names, hints.dataclass_fields(cls, hint))
+    found = shape(hint)
+    try:  # the annotations of its fields, those of the type it is an instance of (Box[Line]) given
+        annotated = (found if found.cls is cls else shape(cls)).fields()
+    except IdempotencyModelTypeError:  # not resolved: nothing known of its fields
+        annotated = {}
+    difference = _fields(original, replayed, where, names, annotated)
     return difference or _unstored(original, replayed, where, names)
 
 
@@ -237,47 +212,19 @@ def _unstored(original: Any, replayed: Any, where: str, names: dict[str, Any]) -
         for name in attributes:
             if name not in kept and name not in names and not _cached(type(original), name):
                 return f"{where}.{name}: an attribute that is not a field is not stored: a replay does not have it"
-    for name, slot in _slots(type(original)).items():
-        if name not in names and _is_set(slot, original) and not _is_set(slot, replayed):
+    for name in _slot_names(type(original)):
+        if name not in names and hasattr(original, name) and not hasattr(replayed, name):
             return f"{where}.{name}: an attribute that is not a field is not stored: a replay does not have it"
     return None
 
 
-# The slots each class met so far declares, its bases' too, by attribute name (a class of a test is let go with it).
-_SLOTS: weakref.WeakKeyDictionary[type, dict[str, Any]] = weakref.WeakKeyDictionary()
-
-
-def _slots(cls: type) -> dict[str, Any]:
-    known = _SLOTS.get(cls)
-    if known is None:
-        known = _SLOTS[cls] = {
-            name: vars(c)[name]
-            for c in reversed(cls.__mro__)
-            for name in map(functools.partial(_mangled, c), _declared(c))
-            if name in vars(c)
-        }
-    return known
-
-
-def _declared(cls: type) -> tuple[str, ...]:
-    slots = vars(cls).get("__slots__", ())
-    names = (slots,) if isinstance(slots, str) else tuple(slots)
-    return tuple(n for n in names if n not in ("__dict__", "__weakref__"))
-
-
-def _mangled(cls: type, name: str) -> str:
-    # A slot named __x is stored as _Class__x, as any private name is.
-    if name.startswith("__") and not name.endswith("__"):
-        return f"_{cls.__name__.lstrip('_')}{name}"
-    return name
-
-
-def _is_set(slot: Any, instance: Any) -> bool:
-    try:
-        slot.__get__(instance, type(instance))
-    except AttributeError:
-        return False
-    return True
+def _slot_names(cls: type) -> Iterator[str]:
+    # The slots of the class and its bases, by attribute name: a slot named __x is _Class__x, as any private name.
+    for c in cls.__mro__:
+        slots = vars(c).get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            private = name.startswith("__") and not name.endswith("__")
+            yield f"_{c.__name__.lstrip('_')}{name}" if private else name
 
 
 def _cached(cls: type, name: str) -> bool:
@@ -287,7 +234,7 @@ def _cached(cls: type, name: str) -> bool:
 
 def _model(original: Any, replayed: Any, where: str) -> str | None:
     # Private attributes are not data (model_dump leaves them out): a replay has them as a new model gets them.
-    annotated = hints.model_fields(type(original))
+    annotated = model_fields(type(original))
     difference = _fields(original, replayed, where, annotated, annotated)
     if difference is None and (original.__pydantic_extra__ or replayed.__pydantic_extra__):
         difference = _entries(original.__pydantic_extra__ or {}, replayed.__pydantic_extra__ or {}, where, Any)
@@ -316,8 +263,3 @@ def _by_identity(value: Any) -> bool:
 
 def _nan(value: Any) -> bool:
     return isinstance(value, float | decimal.Decimal) and value != value  # noqa: PLR0124 - NaN is not itself
-
-
-def _a(t: type) -> str:
-    name = t.__qualname__
-    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"

@@ -4,31 +4,24 @@
 value (no type needed: it walks the value). :func:`rebuild` walks a stored value alongside a type expression and
 turns each dict found where the type says a dataclass or a model back into one, and each value where it says an
 enum into its member; everything else stays as the result encoder replayed it (exact types: tuples, Decimals,
-datetimes, ...). Pydantic is never imported here: a class can only be a Pydantic model once
-``pydantic`` is imported by whoever defined it.
+datetimes, ...). What a type says is read from the type table (:func:`._types.shape`), one rebuild per kind.
+Pydantic is never imported here: a class can only be a Pydantic model once ``pydantic`` is imported by whoever
+defined it.
 """
 
 from __future__ import annotations
 
-import collections.abc
 import dataclasses
-import datetime as dt
-import decimal
 import enum
 import functools
 import inspect
 import json
 import sys
-import types
-import typing
-import uuid
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from consumer._errors import IdempotencyModelTypeError
-from consumer._serde import _name
-from consumer.serialization._annotations import core, field_types, is_dataclass_type, substitute
-from consumer.serialization._positions import (
+from consumer._serde import _ATOMS, _SCALARS, _name
+from consumer.serialization._describe import (
     MissingFieldsError,
     NotAMemberError,
     StoredFormError,
@@ -36,38 +29,14 @@ from consumer.serialization._positions import (
     reached,
     stepped,
 )
+from consumer.serialization._types import fields_of, is_model_type, shape
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from consumer.serialization._types import Shape
+
 _CONTAINERS = (list, tuple, set, frozenset)
-_SEQUENCES = frozenset(
-    {
-        list,
-        tuple,
-        set,
-        frozenset,
-        collections.abc.Sequence,
-        collections.abc.MutableSequence,
-        collections.abc.Set,
-        collections.abc.MutableSet,
-        collections.abc.Collection,
-        collections.abc.Iterable,
-    }
-)
-_MAPPINGS = frozenset({dict, collections.abc.Mapping, collections.abc.MutableMapping})
-_SETS: dict[Any, type] = {
-    set: set,
-    frozenset: frozenset,
-    collections.abc.Set: frozenset,
-    collections.abc.MutableSet: set,
-}
-
-
-def is_model_type(tp: Any) -> bool:
-    """Whether ``tp`` is a Pydantic v2 model class (``False`` without importing pydantic when nobody has)."""
-    pydantic = sys.modules.get("pydantic")
-    return pydantic is not None and isinstance(tp, type) and issubclass(tp, pydantic.BaseModel)
 
 
 def plain(value: Any) -> Any:
@@ -145,56 +114,13 @@ def _version_at_least(version: str, wanted: tuple[int, int]) -> bool:
     return (major, minor) >= wanted
 
 
-def optional_of(tp: Any) -> Any:
-    """``X`` for ``X | None`` or ``Optional[X]``; ``tp`` itself for any other type.
-
-    Raises:
-        IdempotencyModelTypeError: A union of several types besides ``None``: a stored dict does not say which.
-    """
-    tp = core(tp)
-    if typing.get_origin(tp) in (typing.Union, types.UnionType):
-        rest = [arg for arg in typing.get_args(tp) if arg is not type(None)]
-        if len(rest) != 1:
-            msg = f"{tp} is a union of several types: a stored value does not say which of them to rebuild"
-            raise IdempotencyModelTypeError(msg)
-        return core(rest[0])
-    return tp
-
-
-def holds_models(tp: Any) -> bool:
-    """Whether :func:`rebuild` would rebuild anything for ``tp``, maybe in containers.
-
-    It does for a dataclass or a model, and for a type stored as its base type: an enum, a ``Literal`` of enum
-    members, a named tuple, a ``Counter``, an ``OrderedDict``.
-
-    Raises:
-        IdempotencyModelTypeError: As :func:`optional_of`, for a union of several types holding a model.
-    """
-    try:
-        tp = optional_of(tp)
-    except IdempotencyModelTypeError:
-        if any(holds_models(arg) for arg in typing.get_args(core(tp))):
-            raise
-        return False
-    origin = typing.get_origin(tp)
-    if is_dataclass_type(tp) or is_model_type(tp) or is_dataclass_type(origin):  # Box[Line]: a generic dataclass
-        return True
-    if isinstance(tp, enum.EnumMeta) or _is_named_tuple(tp) or _is_dict_kind(origin or tp):
-        return True
-    if origin is typing.Literal:
-        return any(isinstance(arg, enum.Enum) for arg in typing.get_args(tp))
-    if origin in _SEQUENCES or origin in _MAPPINGS:
-        return any(holds_models(arg) for arg in typing.get_args(tp) if arg is not Ellipsis)
-    return False
-
-
 def rebuild(tp: Any, value: Any) -> Any:
     """``value`` (a stored result) with each dict in a dataclass or model position of ``tp`` rebuilt as one.
 
     An enum position holds the member of that value; a generic dataclass (``Box[Line]``) has its type variables
     replaced by the arguments given. ``None`` stays ``None``; a union of several types, a type variable, ``Any``
     and every type that is not a dataclass, a model, an enum or a container of them leave the value as stored.
-    An exception raised on the way notes where (:func:`consumer.serialization._positions.position`).
+    An exception raised on the way notes where (:func:`consumer.serialization._describe.position`).
 
     Raises:
         StoredFormError: A dataclass position holds something other than a dict of its fields (a ``TypeError``).
@@ -203,27 +129,17 @@ def rebuild(tp: Any, value: Any) -> Any:
     """
     if value is None or tp is Any or (type(tp) is type and tp in _LEAVES):
         return value
+    found = shape(tp)
     try:
-        tp = optional_of(tp)
-    except IdempotencyModelTypeError:
-        return value
-    try:
-        if is_dataclass_type(tp):
-            return _dataclass(tp, value, field_types(tp))
-        if is_model_type(tp):
-            return _model(tp, value)
-        if isinstance(tp, enum.EnumMeta):
-            return _member(tp, value)
-        return _contents(tp, value)
+        return _REBUILD[found.kind](found, value)
     except Exception as e:
-        reached(e, tp)
+        reached(e, found.hint)
         raise
 
 
-# Types rebuild() leaves as they are, told apart without a call (the fields of most dataclasses).
-_LEAVES = frozenset(
-    (str, int, float, bool, bytes, bytearray, decimal.Decimal, dt.datetime, dt.date, dt.time, dt.timedelta, uuid.UUID)
-)
+# Types rebuild() leaves as they are, told apart without a call (the fields of most dataclasses): those the result
+# encoder replays exactly.
+_LEAVES = frozenset((*_ATOMS, float, *_SCALARS))
 
 
 def _member(cls: Any, value: Any) -> Any:
@@ -245,53 +161,34 @@ def _model(model: Any, value: Any) -> Any:
     return model.model_validate_json(text, **names)
 
 
-def _generic_dataclass(tp: Any, value: Any) -> Any:
-    # Box[Line]: the fields of Box, each type variable replaced by its argument (Any when not given).
-    cls = typing.get_origin(tp)
-    given = dict(zip(getattr(cls, "__parameters__", ()), typing.get_args(tp), strict=False))
-    return _dataclass(cls, value, {name: substitute(hint, given) for name, hint in field_types(cls).items()})
-
-
-def _contents(tp: Any, value: Any) -> Any:
-    # The elements of a container type (the fields of a generic dataclass), rebuilt; a value that is not such a
-    # container stays as stored.
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    kind = origin or tp
-    if is_dataclass_type(origin) or origin is typing.Literal or _is_named_tuple(tp) or _is_dict_kind(kind):
-        return _named_kind(tp, origin, args, value)
-    if args and origin in _MAPPINGS and isinstance(value, dict) and len(args) == 2:  # noqa: PLR2004 - key, value
-        return _entries(args[0], args[1], value)
-    if not args or origin not in _SEQUENCES or type(value) not in _CONTAINERS:
+def _sequence(found: Shape, value: Any) -> Any:
+    # Each item rebuilt as annotated; a set of dataclasses is stored as a list. A value that is no list, tuple or
+    # set stays as stored.
+    if type(value) not in _CONTAINERS:
         return value
-    if origin in _SETS and type(value) is list:  # a set of dataclasses is stored as a list
-        return _SETS[origin](_each([args[0]] * len(value), value))
-    if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):  # noqa: PLR2004 - tuple[X, ...]
-        return tuple(_each(args, value) + list(value[len(args) :]))
-    return type(value)(_each([args[0]] * len(value), value))
+    first, rest = found.items()
+    if found.kind == "tuple":  # tuple[A, B]: the items past those annotated stay as stored
+        return tuple(_each(first, value) + list(value[len(first) :]))
+    rebuilt = _each([rest] * len(value), value)
+    return (found.cls if found.cls is not None and type(value) is list else type(value))(rebuilt)
 
 
-# The dict subclasses rebuilt from their stored entries, with the annotations of their keys and values.
-_DICT_KINDS: dict[Any, Callable[[tuple[Any, ...]], tuple[Any, Any]]] = {
-    collections.Counter: lambda args: (args[0], int) if args else (Any, int),
-    collections.OrderedDict: lambda args: args if len(args) == 2 else (Any, Any),  # noqa: PLR2004 - key, value
-}
+def _mapping(found: Shape, value: Any) -> Any:
+    # A dict's entries rebuilt as annotated; a value that is no dict stays as stored.
+    return _entries(*found.entries(), value) if isinstance(value, dict) else value
 
 
-def _named_kind(tp: Any, origin: Any, args: tuple[Any, ...], value: Any) -> Any:
-    # A generic dataclass (Box[Line]); a type the encoder stores as its base type, rebuilt exactly: an enum member
-    # of a Literal, a Counter or an OrderedDict from their entries, a named tuple from its items.
-    if is_dataclass_type(origin):
-        return _generic_dataclass(tp, value)
-    if origin is typing.Literal:
-        return _literal(args, value)
-    if origin is None and _is_named_tuple(tp):
-        return _named_tuple(tp, value) if type(value) in (list, tuple) else value
-    kind = origin or tp
-    return kind(_entries(*_DICT_KINDS[kind](args), value)) if type(value) is dict else value
+def _dict_kind(found: Shape, value: Any) -> Any:
+    # A Counter or an OrderedDict (the encoder stores it as a dict) made again from its entries, rebuilt.
+    return found.cls(_entries(*found.entries(), value)) if type(value) is dict else value
 
 
-def _is_dict_kind(kind: Any) -> bool:
-    return isinstance(kind, type) and kind in _DICT_KINDS
+def _named_tuple(found: Shape, value: Any) -> Any:
+    # Its fields rebuilt as annotated; more items than fields fail as the constructor says.
+    if type(value) not in (list, tuple):
+        return value
+    first, _ = found.items()
+    return found.cls(*_each(first, value), *value[len(first) :])
 
 
 def _literal(args: tuple[Any, ...], value: Any) -> Any:
@@ -306,16 +203,6 @@ def _literal(args: tuple[Any, ...], value: Any) -> Any:
         if any(member is a for a in args):
             return member
     raise NotAMemberError(type(args[0]))
-
-
-def _is_named_tuple(tp: Any) -> bool:
-    return isinstance(tp, type) and issubclass(tp, tuple) and hasattr(tp, "_fields")
-
-
-def _named_tuple(cls: Any, value: Any) -> Any:
-    # Its fields rebuilt as annotated; more items than fields fail as the constructor says.
-    hints = field_types(cls)
-    return cls(*_each([hints.get(name, Any) for name in cls._fields], value), *value[len(cls._fields) :])
 
 
 def _each(hints: Any, values: Any) -> list[Any]:
@@ -376,17 +263,25 @@ def _dataclass(cls: type, value: Any, hints: dict[str, Any]) -> Any:
     return made
 
 
-# The fields of each dataclass met so far, by name (a class defined in a test is let go with it).
-_FIELDS: weakref.WeakKeyDictionary[type, dict[str, dataclasses.Field[Any]]] = weakref.WeakKeyDictionary()
-
-
-def fields_of(cls: type) -> dict[str, dataclasses.Field[Any]]:
-    """The fields of a dataclass by name, in order (:func:`dataclasses.fields`, kept for the next call)."""
-    known = _FIELDS.get(cls)
-    if known is None:
-        known = _FIELDS[cls] = {f.name: f for f in dataclasses.fields(cls)}
-    return known
-
-
 def _required(field: dataclasses.Field[Any]) -> bool:
     return field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
+
+
+def _as_stored(_: Shape, value: Any) -> Any:
+    return value
+
+
+# How each kind of the type table (:func:`._types.shape`) rebuilds a stored value.
+_REBUILD: dict[str, Callable[[Shape, Any], Any]] = {
+    "dataclass": lambda found, value: _dataclass(found.cls, value, found.fields()),
+    "model": lambda found, value: _model(found.cls, value),
+    "enum": lambda found, value: _member(found.cls, value),
+    "literal": lambda found, value: _literal(found.args, value),
+    "named tuple": _named_tuple,
+    "dict kind": _dict_kind,
+    "mapping": _mapping,
+    "sequence": _sequence,
+    "tuple": _sequence,
+    "union": _as_stored,
+    "stored": _as_stored,
+}
