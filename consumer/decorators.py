@@ -50,7 +50,8 @@ def idempotent(
             ``config.prefix``. Powertools' option of the same name.
 
     An ``async def`` handler stays async: the guard is entered with ``async with`` and the handler awaited
-    inside the lock.
+    inside the lock. Called by position or by keyword (``handler(event=..., context=...)``), the handler is
+    passed both by position, as in Powertools.
 
     Raises:
         TypeError: When decorating a generator or async generator function (calling it runs nothing, so its
