@@ -133,7 +133,7 @@ class HookRecord(IdempotencyRecord):
     @classmethod
     def of(cls, record: IdempotencyRecord) -> HookRecord:
         """``record`` as a hook reads it (a response hook is configured: nothing is built otherwise)."""
-        return cls(**{field.name: getattr(record, field.name) for field in dataclasses.fields(record)})
+        return cls(**{field.name: getattr(record, field.name) for field in dataclasses.fields(cls)})
 
     @property
     def response_data(self) -> str | None:
