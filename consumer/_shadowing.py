@@ -3,8 +3,8 @@
 idempotent-consumer installs two top-level packages, ``consumer`` and ``persistence``: names that a user's own file
 or folder in a Lambda function's root (``consumer.py``, ``persistence/``) can take. Python then imports the user's
 (the function's root comes first on ``sys.path``), with an error that does not say why. ``consumer/__init__.py``
-checks ``persistence`` before anything imports it (and ``persistence/__init__.py`` checks ``consumer`` with its own
-copy of this check: it never imports ``consumer``; a unit test keeps the two copies identical). A user's
+checks ``persistence`` before anything imports it, and ``persistence/__init__.py`` checks ``consumer``: one check,
+``persistence/_shadowing.py`` (``persistence`` never imports ``consumer``), loaded here from its file. A user's
 ``consumer.py`` imported *instead of* ``consumer`` runs none of this package's code: ``idempotent-consumer invoke``
 looks for one in the function's directory before it imports the handler (:func:`shadowing_in`).
 
@@ -21,62 +21,21 @@ import importlib.util
 import sys
 from pathlib import Path
 
-_HOME = Path(__file__).parent.parent  # the directory that holds both packages (not resolved: a stat per part)
+_CHECK = "persistence._shadowing"
+# The check itself is persistence's (persistence never imports consumer). It is loaded from its file beside this
+# package, not imported by name: `import persistence._shadowing` would first run whatever `persistence` is, a
+# user's persistence.py included. Once in sys.modules, the import below (and persistence/__init__.py's, if it came
+# first) finds it there without running any package's __init__.
+if _CHECK not in sys.modules:
+    _spec = importlib.machinery.PathFinder.find_spec(_CHECK, [str(Path(__file__).parent.parent / "persistence")])
+    if _spec is None or _spec.loader is None:
+        raise ImportError(f"idempotent-consumer is incomplete: {_CHECK} is missing", name=_CHECK)
+    sys.modules[_CHECK] = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(sys.modules[_CHECK])
 
+from persistence._shadowing import _HOME, _same, refuse_shadowed, shadowing_message  # noqa: E402 - loaded just above
 
-def refuse_shadowed(name: str) -> None:
-    """Raise if the top-level module ``name`` is not this package's sibling: a user's file or folder shadows it.
-
-    Costs a ``sys.modules`` lookup when ``name`` is already imported, else one ``find_spec``: the module found is
-    not run.
-
-    Args:
-        name: ``consumer`` or ``persistence``: the other package of this distribution.
-
-    Raises:
-        ImportError: ``name`` resolves to another file or folder; the message names it and the fix.
-    """
-    module = sys.modules.get(name)
-    if module is not None:
-        origin = getattr(module, "__file__", None)
-    else:
-        spec = importlib.util.find_spec(name)
-        origin = spec.origin if spec is not None and spec.has_location else None
-    if not origin:  # a namespace package, a built-in, or nothing at all: no file of the user's to name
-        return
-    found = Path(origin)
-    if found.name.startswith("__init__."):
-        found = found.parent
-    ours = _HOME / name
-    if found != ours and not _same(found, ours):
-        raise ImportError(shadowing_message(name, found, ours), name=name, path=str(found))
-
-
-def shadowing_message(name: str, found: Path, ours: Path) -> str:
-    """The one message for a shadowed package: which file or folder shadows it, and the fix.
-
-    Args:
-        name: The shadowed package, ``consumer`` or ``persistence``.
-        found: The user's file or folder that Python imports as ``name``.
-        ours: Where idempotent-consumer's package ``name`` is.
-
-    Returns:
-        The message.
-    """
-    kind = "folder" if found.is_dir() else "file"
-    return (
-        f"your {kind} {found} shadows the package {name!r} of idempotent-consumer ({ours}): Python imports yours "
-        f"instead, as its directory comes first on sys.path (a Lambda function's root does). Rename your {kind} "
-        "(any other name will do), and the imports and the Lambda handler setting that name it."
-    )
-
-
-def _same(found: Path, ours: Path) -> bool:
-    """Whether two spellings are one file or folder (a symbolic link, a case-insensitive file system)."""
-    try:
-        return found.samefile(ours)
-    except OSError:
-        return False
+__all__ = ["clobbered_message", "refuse_shadowed", "shadowing_in", "shadowing_message"]
 
 
 def shadowing_in(directory: Path) -> str | None:

@@ -48,7 +48,33 @@ class AsyncPersistenceLayer(Protocol):
         ...
 
 
-class InlineStore:
+class _SyncStoreAdapter:
+    """A sync store's calls as awaitables: each call is made by the adapter's ``_run``, on the loop or in a thread."""
+
+    __slots__ = ()
+    store: PersistenceLayer
+
+    def _run(self, call: Callable[..., T], *args: Any) -> Awaitable[T]:
+        raise NotImplementedError
+
+    def acquire(self, record: IdempotencyRecord, now_ms: int) -> Awaitable[IdempotencyRecord | None]:
+        """See :meth:`persistence.PersistenceLayer.acquire`."""
+        return self._run(self.store.acquire, record, now_ms)
+
+    def complete(self, record: IdempotencyRecord) -> Awaitable[None]:
+        """See :meth:`persistence.PersistenceLayer.complete`."""
+        return self._run(self.store.complete, record)
+
+    def release(self, record: IdempotencyRecord) -> Awaitable[None]:
+        """See :meth:`persistence.PersistenceLayer.release`."""
+        return self._run(self.store.release, record)
+
+    def complete_with(self, record: IdempotencyRecord, writes: Sequence[Any]) -> Awaitable[None]:
+        """See :meth:`persistence.TransactionalStore.complete_with` (the store must have it)."""
+        return self._run(self.store.complete_with, record, writes)  # type: ignore[attr-defined]  # checked when queued
+
+
+class InlineStore(_SyncStoreAdapter):
     """A sync store whose calls never wait (``blocking = False``), awaited on the loop itself.
 
     Attributes:
@@ -61,24 +87,11 @@ class InlineStore:
         """Wrap ``store``."""
         self.store = store
 
-    async def acquire(self, record: IdempotencyRecord, now_ms: int) -> IdempotencyRecord | None:
-        """See :meth:`persistence.PersistenceLayer.acquire`."""
-        return self.store.acquire(record, now_ms)
-
-    async def complete(self, record: IdempotencyRecord) -> None:
-        """See :meth:`persistence.PersistenceLayer.complete`."""
-        self.store.complete(record)
-
-    async def release(self, record: IdempotencyRecord) -> None:
-        """See :meth:`persistence.PersistenceLayer.release`."""
-        self.store.release(record)
-
-    async def complete_with(self, record: IdempotencyRecord, writes: Sequence[Any]) -> None:
-        """See :meth:`persistence.TransactionalStore.complete_with` (the store must have it)."""
-        self.store.complete_with(record, writes)  # type: ignore[attr-defined]  # checked when the body queued
+    async def _run(self, call: Callable[..., T], *args: Any) -> T:
+        return call(*args)
 
 
-class ThreadedStore:
+class ThreadedStore(_SyncStoreAdapter):
     """A sync store whose calls wait on I/O, run in a bounded thread pool so the event loop never blocks.
 
     The pool starts threads only as calls need them; ``reserve`` raises the bound (a processor reserves one
@@ -131,22 +144,6 @@ class ThreadedStore:
             except RuntimeError:  # shut down: a retry only when reserve() replaced the pool meanwhile
                 if pool is self._pool:
                     raise
-
-    def acquire(self, record: IdempotencyRecord, now_ms: int) -> asyncio.Future[IdempotencyRecord | None]:
-        """See :meth:`persistence.PersistenceLayer.acquire`."""
-        return self._run(self.store.acquire, record, now_ms)
-
-    def complete(self, record: IdempotencyRecord) -> asyncio.Future[None]:
-        """See :meth:`persistence.PersistenceLayer.complete`."""
-        return self._run(self.store.complete, record)
-
-    def release(self, record: IdempotencyRecord) -> asyncio.Future[None]:
-        """See :meth:`persistence.PersistenceLayer.release`."""
-        return self._run(self.store.release, record)
-
-    def complete_with(self, record: IdempotencyRecord, writes: Sequence[Any]) -> asyncio.Future[None]:
-        """See :meth:`persistence.TransactionalStore.complete_with` (the store must have it)."""
-        return self._run(self.store.complete_with, record, writes)  # type: ignore[attr-defined]  # checked when queued
 
 
 _async_types: dict[type, bool] = {}

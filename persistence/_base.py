@@ -6,7 +6,7 @@ import re
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from persistence._errors import LockLostError, PersistenceLayerError
-from persistence._record import IdempotencyRecord, RecordStatus
+from persistence._record import COMPLETE, IN_PROGRESS, IdempotencyRecord, RecordStatus
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -123,11 +123,10 @@ class TransactionalStore(Protocol):
         ...
 
 
-def require_status(record: IdempotencyRecord, status: RecordStatus, operation: str) -> None:
-    """Raise ``ValueError`` unless ``record`` has ``status`` (guards against misuse of the contract)."""
-    if record.status is not status:
-        msg = f"{operation} takes a {status.value} record; got {record.status.value} for {record.key!r}"
-        raise ValueError(msg)
+def misuse(record: IdempotencyRecord, status: RecordStatus, operation: str) -> ValueError:
+    """The ``ValueError`` for a ``record`` without the ``status`` the ``operation`` takes (misuse of the contract)."""
+    msg = f"{operation} takes a {status.value} record; got {record.status.value} for {record.key!r}"
+    return ValueError(msg)
 
 
 def require_stored_status(status: RecordStatus | None) -> None:
@@ -148,22 +147,53 @@ def lock_lost(operation: str, record: IdempotencyRecord, existing: IdempotencyRe
     )
 
 
-def confirm_complete(record: IdempotencyRecord, existing: IdempotencyRecord | None) -> None:
-    """After a refused complete: return if ``existing`` is already our ``COMPLETE`` record, else raise."""
-    if existing is not None and existing.lease == record.lease and existing.status is RecordStatus.COMPLETE:
-        return
-    raise lock_lost("complete", record, existing)
+class ConditionalStore:
+    """The three transitions as one decision each over the store's own conditional write: what every store shares.
 
+    A store implements ``_acquire``, ``_complete`` and ``_release``, each ONE conditional write of the transition
+    table (DESIGN.md) that returns the record standing under the key once it has run: the record it wrote when the
+    write was applied (``None`` when a release was), else the record the write found, read in the same round trip or
+    transaction (``None``: nothing). A write checks first that its item fits (``check_size``, counted as the store
+    lays the item out). Which status each transition takes, and what the record standing means, is decided here.
+    """
 
-def confirm_release(record: IdempotencyRecord, existing: IdempotencyRecord | None) -> None:
-    """After a refused release of ``record``: return if the record is gone (the key is free), else raise."""
-    if existing is not None:
-        raise lock_lost("release", record, existing)
+    def _acquire(self, record: IdempotencyRecord, now_ms: int) -> IdempotencyRecord | None:
+        raise NotImplementedError
 
+    def _complete(self, record: IdempotencyRecord, writes: Sequence[Any] | None) -> IdempotencyRecord | None:
+        raise NotImplementedError
 
-def blocking(record: IdempotencyRecord, existing: IdempotencyRecord | None) -> IdempotencyRecord | None:
-    """After a refused acquire: the record that holds the key, or ``None`` if it is ours already (a retry)."""
-    return None if existing is not None and existing.lease == record.lease else existing
+    def _release(self, record: IdempotencyRecord) -> IdempotencyRecord | None:
+        raise NotImplementedError
+
+    def acquire(self, record: IdempotencyRecord, now_ms: int) -> IdempotencyRecord | None:
+        """See :meth:`persistence.PersistenceLayer.acquire`."""
+        if record.status is not IN_PROGRESS:
+            raise misuse(record, IN_PROGRESS, "acquire")
+        standing = self._acquire(record, now_ms)
+        # Ours: this write, or an earlier attempt of it whose answer was lost (our lease). Else the holder.
+        return None if standing is record or standing is None or standing.lease == record.lease else standing
+
+    def complete(self, record: IdempotencyRecord) -> None:
+        """See :meth:`persistence.PersistenceLayer.complete`."""
+        self._commit(record, None)
+
+    def _commit(self, record: IdempotencyRecord, writes: Sequence[Any] | None) -> None:
+        """Commit ``record``, and ``writes`` with it (``complete_with``); ``None`` for a ``complete``."""
+        if record.status is not COMPLETE:
+            raise misuse(record, COMPLETE, "complete")
+        standing = self._complete(record, writes)
+        if standing is record:  # this write
+            return
+        # Our COMPLETE record already: a retried commit (its writes went with it, once). Else the lock was lost.
+        if standing is None or standing.lease != record.lease or standing.status is not record.status:
+            raise lock_lost("complete", record, standing)
+
+    def release(self, record: IdempotencyRecord) -> None:
+        """See :meth:`persistence.PersistenceLayer.release`."""
+        standing = self._release(record)
+        if standing is not None:  # gone, by this write or before it (a retry, an operator's delete): released
+            raise lock_lost("release", record, standing)
 
 
 _STORED_STATUSES = {status.value: status for status in (RecordStatus.IN_PROGRESS, RecordStatus.COMPLETE)}

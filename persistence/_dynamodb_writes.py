@@ -16,7 +16,7 @@ from persistence._attributes import MAX_ITEM_BYTES, text_size
 from persistence._errors import PersistenceLayerError, WriteConditionError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Sequence
 
     from persistence._record import IdempotencyRecord
 
@@ -109,16 +109,11 @@ def request_token(record: IdempotencyRecord) -> str:
     return hashlib.sha256(f"{record.key}\n{record.lease}".encode("utf-8", "surrogatepass")).hexdigest()[:36]
 
 
-def transact(
-    client: Any,
-    record: IdempotencyRecord,
-    items: Sequence[Item],
-    on_own_refused: Callable[[Item], None],
-) -> None:
+def transact(client: Any, record: IdempotencyRecord, items: Sequence[Item]) -> Item | None:
     """Send ``items`` (the body's writes, then the record's commit) as one idempotent transaction.
 
-    ``on_own_refused`` gets the record as it stands (empty if gone) when the commit's own condition failed: it
-    returns when that record is our commit already (a retry after the token's 10 minutes), else raises.
+    Returns ``None`` when it was applied. When the commit's own condition failed: the record as it stands (empty if
+    gone, or if the server returned no item); it may be our commit already (a retry after the token's 10 minutes).
 
     Raises:
         WriteConditionError: A write's own condition failed.
@@ -133,8 +128,7 @@ def transact(
         if len(reasons) == len(items):
             *theirs, own = reasons
             if own.get("Code") == _CONDITION_FAILED:
-                on_own_refused(dict(own.get("Item") or {}))
-                return
+                return dict(own.get("Item") or {})
             for index, reason in enumerate(theirs):
                 if reason.get("Code") == _CONDITION_FAILED:
                     raise WriteConditionError(
@@ -145,3 +139,4 @@ def transact(
     except (BotoCoreError, UnicodeError) as e:
         msg = f"DynamoDB transact_write_items failed for {record.key!r}: {e}"
         raise PersistenceLayerError(msg, key=record.key) from e
+    return None

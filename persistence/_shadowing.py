@@ -1,10 +1,10 @@
-"""Refuse a module of the user's that shadows ``consumer``, before anything imports it.
+"""Refuse a module of the user's that shadows ``consumer`` or ``persistence``, before anything imports it.
 
 idempotent-consumer installs two top-level packages, ``consumer`` and ``persistence``: names that a user's own file
 or folder in a Lambda function's root (``consumer.py``, ``persistence/``) can take. Python then imports the user's
-(the function's root comes first on ``sys.path``), with an error that does not say why. ``persistence`` never
-imports ``consumer``, so it holds its own copy of ``consumer/_shadowing.py``'s check; a unit test keeps the two
-copies identical.
+(the function's root comes first on ``sys.path``), with an error that does not say why. Both packages check the
+other with this module: ``persistence`` never imports ``consumer``, and ``consumer/_shadowing.py`` loads it from its
+file, before anything imports ``persistence``.
 """
 
 from __future__ import annotations

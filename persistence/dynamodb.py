@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from typing import TYPE_CHECKING, Any
 
 from persistence._attributes import AttributeNames, check_size, text_size
-from persistence._base import (
-    blocking,
-    confirm_complete,
-    confirm_release,
-    decode_record,
-    require_status,
-    require_stored_status,
-)
-from persistence._dynamodb_writes import check_write, transact
+from persistence._base import ConditionalStore, decode_record, require_stored_status
 from persistence._errors import PersistenceLayerError
 from persistence._record import MS_PER_SECOND, IdempotencyRecord, RecordStatus
 
@@ -38,7 +31,7 @@ class _ConditionFailedError(Exception):
         self.item = item
 
 
-class DynamoDBPersistenceLayer:
+class DynamoDBPersistenceLayer(ConditionalStore):
     """Records in a DynamoDB table (partition key ``id`` by default, TTL on ``expiration``).
 
     The boto3 client is created on first use (so importing costs nothing) and shared by all threads.
@@ -209,9 +202,8 @@ class DynamoDBPersistenceLayer:
         # DynamoDB returns the blocking item with the failure; an empty one means it is gone.
         return self._from_item(item) if item else None
 
-    def acquire(self, record: IdempotencyRecord, now_ms: int) -> IdempotencyRecord | None:
-        """See :meth:`persistence.PersistenceLayer.acquire`. One PutItem."""
-        require_status(record, RecordStatus.IN_PROGRESS, "acquire")
+    def _acquire(self, record: IdempotencyRecord, now_ms: int) -> IdempotencyRecord | None:
+        """One PutItem."""
         self._check_size(record)
         n = self.names
         # PutItem(IN_PROGRESS, new lease)
@@ -232,18 +224,16 @@ class DynamoDBPersistenceLayer:
             },
         )
         if blocking_item is None:
-            return None
-        if blocking_item:  # ours already when a retry of a request whose answer was lost
-            return blocking(record, self._from_item(blocking_item))
+            return record
+        if blocking_item:
+            return self._from_item(blocking_item)
         # The condition failed but no item came back (a server without ReturnValuesOnConditionCheckFailure):
         # read it; if it vanished meanwhile, the key is free again.
         existing = self.get(record.key)
-        return blocking(record, existing) if existing is not None else self.acquire(record, now_ms)
+        return existing if existing is not None else self._acquire(record, now_ms)
 
     def _commit_update(self, record: IdempotencyRecord) -> Item:
         """The commit's UpdateItem, as ``update_item`` takes it and as one ``TransactWriteItems`` action."""
-        require_status(record, RecordStatus.COMPLETE, "complete")
-        self._check_size(record)
         n = self.names
         names = {"#s": n.status, "#e": n.expires_at, "#d": n.in_progress_expires_at, "#l": n.lease}
         values: Item = {
@@ -271,13 +261,6 @@ class DynamoDBPersistenceLayer:
             "ExpressionAttributeValues": values,
         }
 
-    def complete(self, record: IdempotencyRecord) -> None:
-        """See :meth:`persistence.PersistenceLayer.complete`. One UpdateItem."""
-        blocking = self._write("update_item", record.key, **self._commit_update(record))
-        if blocking is not None:
-            # A retry of a request that succeeded finds our own COMPLETE record: that is success.
-            confirm_complete(record, self._existing(blocking))
-
     def queue_write(self, key: str, writes: list[Any], item: Any, params: Any) -> None:
         """See :meth:`persistence.TransactionalStore.queue_write`: ``item`` is one ``TransactWriteItems`` entry.
 
@@ -287,6 +270,8 @@ class DynamoDBPersistenceLayer:
         if params is not None:
             msg = "a DynamoDB write takes no params: pass one TransactWriteItems entry (its values inside it)"
             raise TypeError(msg)
+        from persistence._dynamodb_writes import check_write  # noqa: PLC0415 - only a body's writes pay its import
+
         writes.append((item, check_write(item, writes, (self.table_name, self._key(key)))))
 
     def complete_with(self, record: IdempotencyRecord, writes: Sequence[Any]) -> None:
@@ -295,25 +280,31 @@ class DynamoDBPersistenceLayer:
         The request carries a ``ClientRequestToken`` made of the key and the lease: botocore's retry of a
         commit whose answer was lost is applied once.
         """
-        own = {
-            "TableName": self.table_name,
-            **self._commit_update(record),
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-        }
+        self._commit(record, writes)
 
-        def refused(item: Item) -> None:
-            # ALL_OLD came back with the cancellation; without it (another server), read the record.
-            confirm_complete(record, self._existing(item) if item else self.get(record.key))
+    def _complete(self, record: IdempotencyRecord, writes: Sequence[Any] | None) -> IdempotencyRecord | None:
+        """One UpdateItem; with the body's writes, one TransactWriteItems (the commit last)."""
+        self._check_size(record)
+        update = self._commit_update(record)
+        if writes is None:  # complete
+            refused = self._write("update_item", record.key, **update)
+            return record if refused is None else self._existing(refused)
+        from persistence._dynamodb_writes import transact  # noqa: PLC0415 - imported by queue_write already
 
-        transact(self.client, record, [*(item for item, _ in writes), {"Update": own}], refused)
+        own = {"TableName": self.table_name, **update, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
+        refused = transact(self.client, record, [*(item for item, _ in writes), {"Update": own}])
+        if refused is None:
+            return record
+        # ALL_OLD came back with the cancellation; without it (another server), read the record.
+        return self._existing(refused) if refused else self.get(record.key)
 
-    def release(self, record: IdempotencyRecord) -> None:
-        """See :meth:`persistence.PersistenceLayer.release`. One DeleteItem."""
+    def _release(self, record: IdempotencyRecord) -> IdempotencyRecord | None:
+        """One DeleteItem."""
         # DeleteItem  IF status = :as_read AND lease = :as_read
         #   ELSE ConditionalCheckFailed + ALL_OLD ─> empty: gone already (a retry, an operator's delete): released
         #                                         ─> otherwise LockLostError(existing_record): committed
         #                                            meanwhile (same lease, COMPLETE), taken over (another lease)
-        blocking = self._write(
+        refused = self._write(
             "delete_item",
             record.key,
             Key=self._key(record.key),
@@ -321,8 +312,7 @@ class DynamoDBPersistenceLayer:
             ExpressionAttributeNames={"#s": self.names.status, "#l": self.names.lease},
             ExpressionAttributeValues={":status": {"S": record.status.value}, ":lease": {"S": record.lease}},
         )
-        if blocking is not None:
-            confirm_release(record, self._existing(blocking))
+        return None if refused is None else self._existing(refused)
 
     def get(self, key: str) -> IdempotencyRecord | None:
         """See :meth:`persistence.PersistenceLayer.get`. One consistent GetItem."""
@@ -347,17 +337,12 @@ class DynamoDBPersistenceLayer:
         if filters:
             request = {"FilterExpression": " AND ".join(filters), "ExpressionAttributeNames": names,
                        "ExpressionAttributeValues": values}  # fmt: skip
-        return self._scan_pages(request, limit)
+        return itertools.islice(self._scan_pages(request), limit)
 
-    def _scan_pages(self, request: Item, limit: int | None) -> Iterator[IdempotencyRecord]:
-        yielded = 0
-        while limit is None or yielded < limit:
+    def _scan_pages(self, request: Item) -> Iterator[IdempotencyRecord]:
+        while True:
             page = self._send("scan", None, **request)
-            for item in page.get("Items", []):
-                if limit is not None and yielded >= limit:
-                    return
-                yielded += 1
-                yield self._from_item(item)
+            yield from map(self._from_item, page.get("Items", []))
             if "LastEvaluatedKey" not in page:
                 return
             request["ExclusiveStartKey"] = page["LastEvaluatedKey"]

@@ -8,14 +8,14 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from persistence._attributes import check_size
-from persistence._base import blocking, confirm_complete, confirm_release, require_status, require_stored_status
-from persistence._record import IdempotencyRecord, RecordStatus
+from persistence._base import ConditionalStore, require_stored_status
+from persistence._record import IN_PROGRESS, IdempotencyRecord, RecordStatus
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
 
-class InMemoryPersistenceLayer:
+class InMemoryPersistenceLayer(ConditionalStore):
     """A thread-safe dictionary with the same conditional semantics as the real stores.
 
     Examples:
@@ -41,21 +41,15 @@ class InMemoryPersistenceLayer:
         self._lock = threading.Lock()
         self.writes: list[tuple[str, Any]] = []
 
-    def acquire(self, record: IdempotencyRecord, now_ms: int) -> IdempotencyRecord | None:
-        """See :meth:`persistence.PersistenceLayer.acquire`."""
-        require_status(record, RecordStatus.IN_PROGRESS, "acquire")
+    def _acquire(self, record: IdempotencyRecord, now_ms: int) -> IdempotencyRecord | None:
         check_size(record)
         # write IN_PROGRESS  IF absent OR expired OR (IN_PROGRESS past its deadline)  ELSE return the holder
         with self._lock:
             existing = self._records.get(record.key)
             if existing is not None and not existing.can_be_acquired(now_ms):
-                return blocking(record, existing)
+                return existing
             self._records[record.key] = record
-            return None
-
-    def complete(self, record: IdempotencyRecord) -> None:
-        """See :meth:`persistence.PersistenceLayer.complete`."""
-        self.complete_with(record, ())
+            return record
 
     def queue_write(self, key: str, writes: list[Any], item: Any, params: Any) -> None:  # noqa: ARG002 - the contract's
         """See :meth:`persistence.TransactionalStore.queue_write`: any write, kept in :attr:`writes` once committed."""
@@ -63,30 +57,31 @@ class InMemoryPersistenceLayer:
 
     def complete_with(self, record: IdempotencyRecord, writes: Sequence[Any]) -> None:
         """See :meth:`persistence.TransactionalStore.complete_with`: the writes join :attr:`writes` with the commit."""
-        require_status(record, RecordStatus.COMPLETE, "complete")
+        self._commit(record, writes)
+
+    def _complete(self, record: IdempotencyRecord, writes: Sequence[Any] | None) -> IdempotencyRecord | None:
         check_size(record)
         # write COMPLETE  IF lease = mine AND status = IN_PROGRESS  ELSE ours already (a retry) or LockLostError
         with self._lock:
             existing = self._records.get(record.key)
-            if existing is None or existing.lease != record.lease or existing.status is not RecordStatus.IN_PROGRESS:
-                confirm_complete(record, existing)
-                return
+            if existing is None or existing.lease != record.lease or existing.status is not IN_PROGRESS:
+                return existing
             if record.in_progress_expires_at is not None:
                 record = dataclasses.replace(record, in_progress_expires_at=None)
             self._records[record.key] = record
             if writes:
                 self.writes.extend((record.key, write) for write in writes)
+            return record
 
-    def release(self, record: IdempotencyRecord) -> None:
-        """See :meth:`persistence.PersistenceLayer.release`."""
+    def _release(self, record: IdempotencyRecord) -> IdempotencyRecord | None:
         # delete  IF status = as read AND lease = as read
         #   ELSE gone already (released) or LockLostError(what is there: committed meanwhile, taken over, ...)
         with self._lock:
             existing = self._records.get(record.key)
             if existing is None or existing.status is not record.status or existing.lease != record.lease:
-                confirm_release(record, existing)
-                return
+                return existing
             del self._records[record.key]
+            return None
 
     def get(self, key: str) -> IdempotencyRecord | None:
         """See :meth:`persistence.PersistenceLayer.get`."""

@@ -16,24 +16,18 @@ from __future__ import annotations
 import hashlib
 import importlib
 import inspect
+import itertools
 import threading
 from typing import TYPE_CHECKING, Any
 
 from persistence._attributes import check_size
-from persistence._base import (
-    blocking,
-    confirm_complete,
-    confirm_release,
-    decode_record,
-    require_status,
-    require_stored_status,
-)
+from persistence._base import ConditionalStore, decode_record, require_stored_status
 from persistence._errors import PersistenceLayerError
 from persistence._record import MS_PER_SECOND, IdempotencyRecord, RecordStatus
 from persistence._redis_url import client_from_url, parse_url
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterator, Sequence
 
 #: How often an acquire asks the server again whether it evicts keys, by the clock the guard passes it: a
 #: server switched to an evicting policy while the store is in use is refused from the first acquire this long
@@ -101,7 +95,7 @@ return cur
 _SHA1 = {s: hashlib.sha1(s.encode(), usedforsecurity=False).hexdigest() for s in (_ACQUIRE, _COMPLETE, _RELEASE)}
 
 
-class RedisPersistenceLayer:
+class RedisPersistenceLayer(ConditionalStore):
     """Records in Redis or Valkey, each transition one atomic Lua script (one round trip, fenced by the lease).
 
     Examples:
@@ -200,32 +194,25 @@ class RedisPersistenceLayer:
 
         return self._command(key, call, now_ms)
 
-    def acquire(self, record: IdempotencyRecord, now_ms: int) -> IdempotencyRecord | None:
-        """See :meth:`persistence.PersistenceLayer.acquire`."""
-        require_status(record, RecordStatus.IN_PROGRESS, "acquire")
+    def _acquire(self, record: IdempotencyRecord, now_ms: int) -> IdempotencyRecord | None:
         check_size(record)
         # A record counts until the END of its expires_at second: the key lives one second past it, plus the margin.
         ttl_ms = (record.expires_at + 1 + self.expiry_margin_seconds) * MS_PER_SECOND - now_ms
         args = [now_ms // MS_PER_SECOND, now_ms, min(max(1, ttl_ms), MAX_TTL_MS), *_pairs(record)]
         found = self._run(record.key, _ACQUIRE, args, now_ms)  # an acquire lets a body run: checked again
-        return None if found is None else blocking(record, _decode(record.key, found, present=True))
+        return record if found is None else _decode(record.key, found, present=True)
 
-    def complete(self, record: IdempotencyRecord) -> None:
-        """See :meth:`persistence.PersistenceLayer.complete`."""
-        require_status(record, RecordStatus.COMPLETE, "complete")
+    def _complete(self, record: IdempotencyRecord, writes: Sequence[Any] | None) -> IdempotencyRecord | None:  # noqa: ARG002 - always None: no complete_with here
         check_size(record)
         margin_ms = self.expiry_margin_seconds * MS_PER_SECOND
         fields = _pairs(record, lock_deadline=False)  # a COMPLETE record has no lock deadline
         args = [record.lease, record.expires_at, margin_ms, MAX_TTL_MS, *fields]
         found = self._run(record.key, _COMPLETE, args)
-        if found is not None:
-            confirm_complete(record, _decode(record.key, found))
+        return record if found is None else _decode(record.key, found)
 
-    def release(self, record: IdempotencyRecord) -> None:
-        """See :meth:`persistence.PersistenceLayer.release`."""
+    def _release(self, record: IdempotencyRecord) -> IdempotencyRecord | None:
         found = self._run(record.key, _RELEASE, [record.lease, record.status.value])
-        if found is not None:
-            confirm_release(record, _decode(record.key, found))
+        return None if found is None else _decode(record.key, found)
 
     def get(self, key: str) -> IdempotencyRecord | None:
         """See :meth:`persistence.PersistenceLayer.get`."""
@@ -247,14 +234,9 @@ class RedisPersistenceLayer:
         require_stored_status(status)
         pattern = _glob_escape(self.key_prefix) + "*"
         keys = self._command(None, lambda c: self._keys(c, pattern))
-        found = 0
-        for stored in keys:
-            if limit is not None and found >= limit:
-                return
-            record = self.get(stored[len(self.key_prefix) :])
-            if record is not None and (status is None or record.status is status):
-                found += 1
-                yield record
+        records = (self.get(stored[len(self.key_prefix) :]) for stored in keys)  # one at a time, as they are taken
+        wanted = (r for r in records if r is not None and (status is None or r.status is status))
+        yield from itertools.islice(wanted, limit)
 
     def _keys(self, client: Any, pattern: str) -> list[str]:
         return sorted(_key_text(k, self.key_prefix) for k in client.scan_iter(match=pattern, count=500))

@@ -11,14 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from persistence._attributes import check_size
-from persistence._base import (
-    blocking,
-    confirm_complete,
-    confirm_release,
-    decode_record,
-    require_status,
-    require_stored_status,
-)
+from persistence._base import ConditionalStore, decode_record, require_stored_status
 from persistence._errors import PersistenceLayerError, WriteConditionError
 from persistence._record import MS_PER_SECOND, IdempotencyRecord, RecordStatus
 
@@ -81,7 +74,7 @@ def _set_up(conn: sqlite3.Connection, *, last_try: bool) -> bool:
     return True
 
 
-class SQLitePersistenceLayer:
+class SQLitePersistenceLayer(ConditionalStore):
     """Records in a SQLite file (WAL mode); the embedded default for local runs and demos.
 
     Each write is one statement inside ``BEGIN IMMEDIATE``, so the conditional semantics hold between
@@ -157,28 +150,14 @@ class SQLitePersistenceLayer:
             # one from the valid JSON "\\ud83d") has no UTF-8 form, and the sqlite3 module raises this.
             raise PersistenceLayerError(f"SQLite store cannot encode the text of {key!r}: {e}", key=key) from e
 
-    def acquire(self, record: IdempotencyRecord, now_ms: int) -> IdempotencyRecord | None:
-        """See :meth:`persistence.PersistenceLayer.acquire`."""
-        require_status(record, RecordStatus.IN_PROGRESS, "acquire")
+    def _acquire(self, record: IdempotencyRecord, now_ms: int) -> IdempotencyRecord | None:
         check_size(record)
         values = (record.key, record.status.value, record.expires_at, record.in_progress_expires_at,
                   record.lease, record.response, record.payload_hash)  # fmt: skip
         with self._transaction(record.key) as conn:
             if conn.execute(_ACQUIRE, (*values, now_ms // MS_PER_SECOND, now_ms)).rowcount == 1:
-                return None
-            return blocking(record, self._select(conn, record.key))
-
-    def complete(self, record: IdempotencyRecord) -> None:
-        """See :meth:`persistence.PersistenceLayer.complete`."""
-        require_status(record, RecordStatus.COMPLETE, "complete")
-        check_size(record)
-        values = (record.status.value, record.expires_at, record.response, record.payload_hash,
-                  record.key, record.lease)  # fmt: skip
-        with self._transaction(record.key) as conn:
-            if conn.execute(_COMPLETE, values).rowcount == 1:
-                return
-            existing = self._select(conn, record.key)
-        confirm_complete(record, existing)
+                return record
+            return self._select(conn, record.key)
 
     def queue_write(self, key: str, writes: list[Any], item: Any, params: Any) -> None:
         """See :meth:`persistence.TransactionalStore.queue_write`: ``item`` is one SQL statement.
@@ -204,30 +183,29 @@ class SQLitePersistenceLayer:
         A write that breaks a constraint of its table (``CHECK``, ``UNIQUE``, ``NOT NULL``, a foreign key, a
         trigger's ``RAISE(ABORT, ...)``) is its refused condition: :class:`WriteConditionError`.
         """
-        require_status(record, RecordStatus.COMPLETE, "complete")
+        self._commit(record, writes)
+
+    def _complete(self, record: IdempotencyRecord, writes: Sequence[Any] | None) -> IdempotencyRecord | None:
         check_size(record)
         values = (record.status.value, record.expires_at, record.response, record.payload_hash,
                   record.key, record.lease)  # fmt: skip
         with self._transaction(record.key) as conn:
-            if conn.execute(_COMPLETE, values).rowcount == 1:
-                index = 0
-                try:
-                    for index, (sql, params) in enumerate(writes):  # noqa: B007 - read by the handler
-                        conn.execute(sql, params)
-                except sqlite3.IntegrityError as e:  # rolled back by the transaction
-                    reason, detail = type(e).__name__, str(e)
-                    raise WriteConditionError(key=record.key, index=index, reason=reason, detail=detail) from e
-                return
-            existing = self._select(conn, record.key)
-        confirm_complete(record, existing)  # ours already: the writes went with it, once
+            if conn.execute(_COMPLETE, values).rowcount != 1:
+                return self._select(conn, record.key)
+            index = 0
+            try:
+                for index, (sql, params) in enumerate(writes or ()):  # noqa: B007 - read by the handler
+                    conn.execute(sql, params)
+            except sqlite3.IntegrityError as e:  # rolled back by the transaction
+                reason, detail = type(e).__name__, str(e)
+                raise WriteConditionError(key=record.key, index=index, reason=reason, detail=detail) from e
+            return record
 
-    def release(self, record: IdempotencyRecord) -> None:
-        """See :meth:`persistence.PersistenceLayer.release`."""
+    def _release(self, record: IdempotencyRecord) -> IdempotencyRecord | None:
         with self._transaction(record.key) as conn:
             if conn.execute(_RELEASE, (record.key, record.status.value, record.lease)).rowcount == 1:
-                return
-            existing = self._select(conn, record.key)
-        confirm_release(record, existing)
+                return None
+            return self._select(conn, record.key)
 
     def get(self, key: str) -> IdempotencyRecord | None:
         """See :meth:`persistence.PersistenceLayer.get`."""

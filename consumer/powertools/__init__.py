@@ -21,26 +21,26 @@ it.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import functools
 import hashlib
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
-import jmespath
-
-from consumer._async import acquire_settled
-from consumer._errors import DecodeLimitError, IdempotencyValidationError
+from consumer._async import settle, settled
+from consumer._errors import DecodeLimitError, IdempotencyConfigError, IdempotencyKeyError, IdempotencyValidationError
 from consumer._jmespath import DEFAULT_MAX_DECODED_BYTES
+from consumer._result import acommit, commit
 from consumer.config import _compile, _require
 from consumer.keys import failure_said
 from consumer.powertools._formats import (
     COMPLETED,
     INPROGRESS,
+    MISCONFIGURED,
     digest,
+    given_options,
     hasher,
     is_missing,
     powertools_options,
@@ -50,18 +50,16 @@ from consumer.powertools._formats import (
 from persistence import (
     DynamoDBPersistenceLayer,
     IdempotencyRecord,
-    InlineStore,
     ItemTooLargeError,
     PersistenceLayerError,
     RecordStatus,
-    ThreadedStore,
 )
 
 if TYPE_CHECKING:
-    import concurrent.futures
     from collections.abc import Callable, Mapping
 
     import boto3
+    import jmespath
     from botocore.config import Config
     from jmespath.parser import ParsedResult
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -110,7 +108,8 @@ class PowertoolsCutover:
         jmespath_options: Powertools' ``jmespath_options`` (by default its ``powertools_*`` functions, which here
             decode at most the config's ``max_decoded_bytes``, as ours do; functions given here are not bounded).
         payload: Turns what our guard receives into what the Powertools function received, when they differ (a
-            Powertools batch processor with a parser ``model`` handed the record handler a model, for instance).
+            Powertools batch processor with a parser ``model`` handed the record handler a model, for instance); when
+            it raises, the record fails unrun (Powertools may have kept a record of what its function received).
         key_attr: Partition key attribute (``"id"``).
         sort_key_attr: Set on a composite-key table: the key is there and the partition key holds
             ``static_pk_value``.
@@ -177,16 +176,21 @@ class PowertoolsCutover:
         lambda_name = self.lambda_function_name
         if lambda_name is None:
             lambda_name = os.environ.get("AWS_LAMBDA_FUNCTION_NAME", "test-func")
+        # Powertools' "" (its default) selects the whole payload: no expression, as our None.
+        key_expression = _compile("event_key_jmespath", self.event_key_jmespath or None)
+        validation_expression = _compile("payload_validation_jmespath", self.payload_validation_jmespath or None)
+        options = given_options(
+            self.jmespath_options, event_key_jmespath=key_expression, payload_validation_jmespath=validation_expression
+        )
         derived: dict[str, Any] = {
             "prefix": self.key_prefix or f"{lambda_name}.{function}",
             "_partition_value": self.static_pk_value
             if self.static_pk_value is not None
             else f"idempotency#{os.environ.get('AWS_LAMBDA_FUNCTION_NAME', '')}",
             "_until_ms": until.timestamp() * 1000,
-            # Powertools' "" (its default) selects the whole payload: no expression, as our None.
-            "_key_expression": _compile("event_key_jmespath", self.event_key_jmespath or None),
-            "_validation_expression": _compile("payload_validation_jmespath", self.payload_validation_jmespath or None),
-            "_options": jmespath.Options(**self.jmespath_options) if self.jmespath_options else None,
+            "_key_expression": key_expression,
+            "_validation_expression": validation_expression,
+            "_options": options,
             "_hasher": hasher(self.hash_function),
             "_table": DynamoDBPersistenceLayer(
                 self.table_name,
@@ -203,9 +207,6 @@ class PowertoolsCutover:
     def is_open(self, now_ms: int) -> bool:
         """Whether the window is open at ``now_ms`` (epoch milliseconds, the guard's clock)."""
         return now_ms < self._until_ms
-
-    def _digest(self, value: Any) -> str:
-        return digest(value, self._hasher)
 
     def _select(self, expression: ParsedResult | None, payload: Any, limit: int) -> Any:
         options = self._options or powertools_options(limit)
@@ -224,13 +225,16 @@ class PowertoolsCutover:
         """
         return self._key_of(self._payload(data), max_decoded_bytes)
 
-    def _payload(self, data: Any) -> Any:
-        """What the Powertools function received, as Powertools hashed it."""
-        return powertools_payload(data) if self.payload is None else self.payload(data)
+    def _payload(self, data: Any, our_key: str = "") -> Any:
+        """What the Powertools function received, as Powertools hashed it; a failing ``payload=`` fails the record."""
+        try:
+            return powertools_payload(data) if self.payload is None else self.payload(data)
+        except Exception as e:  # ours, not Powertools': Powertools may have kept a record of what it received
+            raise IdempotencyKeyError(f"the cut-over's payload of {our_key!r} failed: {failure_said(e)}") from e
 
     def _key_of(self, payload: Any, limit: int) -> str | None:
         selection = self._select(self._key_expression, payload, limit)
-        return None if is_missing(selection) else f"{self.prefix}#{self._digest(selection)}"
+        return None if is_missing(selection) else f"{self.prefix}#{digest(selection, self._hasher)}"
 
     # -- the read ---------------------------------------------------------------------------------------
 
@@ -252,12 +256,18 @@ class PowertoolsCutover:
 
     def _find(self, data: Any, held: IdempotencyRecord, now_ms: int, limit: int) -> IdempotencyRecord | None:
         """What the Powertools table says of ``data``, in our terms (see :meth:`read_through`)."""
+        payload = self._payload(data, held.key)  # once: the key and the validation hash both read it
         try:
-            payload = self._payload(data)  # once: the key and the validation hash both read it
             key = self._key_of(payload, limit)
         except DecodeLimitError as e:  # unbounded, Powertools may have keyed it: the record fails, unrun
             msg = f"the Powertools cut-over's key of {held.key!r} (event_key_jmespath {self.event_key_jmespath!r}): {e}"
             raise DecodeLimitError(msg, function=e.function, limit=e.limit) from None
+        except MISCONFIGURED as e:  # not the payload's: Powertools keyed with functions the cut-over lacks
+            msg = (
+                f"the Powertools cut-over cannot key {held.key!r} as Powertools did: event_key_jmespath "
+                f"{self.event_key_jmespath!r}: {e} (give it the jmespath_options Powertools keyed with)"
+            )
+            raise IdempotencyConfigError(msg) from e
         except Exception as e:  # noqa: BLE001 - Powertools failed on this payload too: it kept no record of it
             said = failure_said(e)  # its text may quote the payload (JMESPath's type error does): not logged
             logger.warning("no Powertools key for %r (%s): Powertools kept no record of it", held.key, said)
@@ -289,7 +299,7 @@ class PowertoolsCutover:
         if self._validation_expression is None:
             return
         stored = item.get(self.validation_key_attr, {}).get("S")
-        if stored != self._digest(self._select(self._validation_expression, payload, limit)):
+        if stored != digest(self._select(self._validation_expression, payload, limit), self._hasher):
             raise IdempotencyValidationError(
                 f"the Powertools record {key!r} was made for a different payload "
                 f"(payload_validation_jmespath {self.payload_validation_jmespath!r})",
@@ -313,76 +323,77 @@ class PowertoolsCutover:
         Raises:
             PersistenceLayerError: The read or our commit failed (our lock was released; the body must not run).
             IdempotencyValidationError: The Powertools record was made for a different payload (lock released).
-            DecodeLimitError: A decoding function of the Powertools key met more than ``max_decoded_bytes`` (lock
-                released): unbounded, Powertools may have kept a record of it, so the body must not run.
+            IdempotencyKeyError: ``payload=`` failed, or a decoder met over ``max_decoded_bytes`` (DecodeLimitError):
+                Powertools may have kept a record of it, so the body must not run (lock released).
+            IdempotencyConfigError: The cut-over's JMESPath options cannot evaluate its key expression as
+                Powertools did (a function's arity, or a function only resolved when called): lock released.
         """
         try:
             found = self._find(data, held, now_ms, max_decoded_bytes)
-            if found is None:
-                return None
-            if found.status is RecordStatus.COMPLETE:
-                try:
-                    store.complete(found)
-                except ItemTooLargeError as e:
-                    found = dataclasses.replace(found, response=None)
-                    store.complete(found)
-                    _kept_without_response(found, e)
-                return found
+            if found is not None and found.status is RecordStatus.COMPLETE:  # copied to our store, and replayed
+                return _kept(*commit(store, held, found, [], _release_failed))
         except BaseException as e:
-            _release_after(store, held, e)
+            _release_after(functools.partial(store.release, held), held, e)
             raise
-        store.release(held)
+        if found is not None:  # Powertools' live lock: ours goes
+            store.release(held)
         return found
 
     async def aread_through(
         self, data: Any, held: IdempotencyRecord, store: AsyncPersistenceLayer, now_ms: int, max_decoded_bytes: int
     ) -> IdempotencyRecord | None:
-        """:meth:`read_through` for ``async with``, run in a thread (the read never blocks the event loop).
+        """:meth:`read_through` for ``async with``: the Powertools read runs in a thread, our store's calls on the loop.
 
-        A sync store's adapter (:func:`persistence.as_async_store`) is read through as its store; a native async
-        store's calls run on the event loop, the thread waiting for each. A cancellation waits for the read-through's
-        end: our lock, if it is still held, is then released.
+        No thread waits for the loop (a store's call may itself need one of the loop's threads). A cancellation
+        waits for the read or the store call under way: a copy committed stays committed; otherwise our lock is
+        released.
 
         Raises:
-            PersistenceLayerError: As :meth:`read_through` raises it (our lock was released).
-            IdempotencyValidationError: As :meth:`read_through` raises it (our lock was released).
-            asyncio.CancelledError: The task was cancelled: the read-through ran to its end, and our lock was released.
+            The same as :meth:`read_through`, and ``asyncio.CancelledError``: the body must not run.
         """
         import asyncio  # noqa: PLC0415 - imported by the running loop already
 
-        if isinstance(store, (InlineStore, ThreadedStore)):
-            sync = store.store
-        else:
-            on_loop = functools.partial(asyncio.run_coroutine_threadsafe, loop=asyncio.get_running_loop())
-            sync = cast("PersistenceLayer", _OnLoop(store, on_loop))
-        call = asyncio.to_thread(self.read_through, data, held, sync, now_ms, max_decoded_bytes)
-        return await acquire_settled(call, store, held)
+        copy = too_large = cancelled = None
+        try:
+            found = await settled(asyncio.to_thread(self._find, data, held, now_ms, max_decoded_bytes))
+            if found is not None and found.status is RecordStatus.COMPLETE:  # copied to our store, and replayed
+                copy, too_large, done, cancelled = await acommit(store, held, found, [], _release_failed)
+                if cancelled is not None and copy is None:  # not committed: our lock goes
+                    raise cancelled from (None if done.cancelled() else done.exception())  # noqa: TRY301 - released below
+                done.result()  # the store's error, when the copy was not committed: our lock goes
+        except BaseException as e:
+            releasing, _ = await settle(store.release(held))
+            _release_after(releasing.result, held, e)
+            raise
+        if copy is not None:
+            _kept(copy, too_large)
+            if cancelled is not None:  # it came while the copy was committed: the copy stands, the body never runs
+                raise cancelled
+            return copy
+        if found is not None:  # Powertools' live lock: ours goes
+            await settled(store.release(held))
+        return found
 
 
-@dataclass(frozen=True, slots=True)
-class _OnLoop:
-    """A native async store as :meth:`PowertoolsCutover.read_through` calls it from its thread: on the loop."""
-
-    store: AsyncPersistenceLayer
-    on_loop: Callable[[Any], concurrent.futures.Future[None]]  # asyncio.run_coroutine_threadsafe, on the loop
-
-    def complete(self, record: IdempotencyRecord) -> None:
-        self.on_loop(self.store.complete(record)).result()
-
-    def release(self, record: IdempotencyRecord) -> None:
-        self.on_loop(self.store.release(record)).result()
+def _kept(copy: IdempotencyRecord, too_large: ItemTooLargeError | None) -> IdempotencyRecord:
+    """The copy committed; said once committed when it is kept without the response (a failed commit fails)."""
+    if too_large is not None:
+        logger.warning(
+            "the Powertools response of %r is too large for our store (%s): kept without it", copy.key, too_large
+        )
+    return copy
 
 
-def _kept_without_response(record: IdempotencyRecord, error: ItemTooLargeError) -> None:
-    """Said once the copy without its response is committed (a commit that fails is the record's failure)."""
-    logger.warning("the Powertools response of %r is too large for our store (%s): kept without it", record.key, error)
-
-
-def _release_after(store: PersistenceLayer, held: IdempotencyRecord, error: BaseException) -> None:
-    """Release our lock after the read-through failed with ``error``; a failed release is noted on ``error``."""
+def _release_after(release: Callable[[], object], held: IdempotencyRecord, error: BaseException) -> None:
+    """Release our lock after the read-through failed with ``error`` (``release`` does, or reads how it went)."""
     try:
-        store.release(held)
+        release()
     except Exception as failed:  # noqa: BLE001 - any store's failure: the read-through's error still wins
-        logger.error("could not release %r after the Powertools read-through failed (%r): %s", held.key, error, failed)  # noqa: TRY400
-        if hasattr(error, "add_note"):  # Python 3.11+
-            error.add_note(f"idempotent-consumer: releasing {held.key!r} failed as well: {failed!r}")
+        _release_failed(held, error, failed)
+
+
+def _release_failed(held: IdempotencyRecord, error: BaseException | None, failed: Exception) -> None:
+    """Releasing ``held`` failed with ``failed`` after ``error``: logged, and noted on ``error``."""
+    logger.error("could not release %r after the Powertools read-through failed (%r): %s", held.key, error, failed)
+    if error is not None and hasattr(error, "add_note"):  # Python 3.11+
+        error.add_note(f"idempotent-consumer: releasing {held.key!r} failed as well: {failed!r}")

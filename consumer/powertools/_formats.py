@@ -42,7 +42,9 @@ from consumer._serde import encode_result
 from consumer.sources import as_delivered
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
+
+    from jmespath.parser import ParsedResult
 
 COMPLETED = "COMPLETED"
 INPROGRESS = "INPROGRESS"
@@ -73,6 +75,44 @@ class PowertoolsFunctions(functions.Functions):
 def powertools_options(limit: int) -> jmespath.Options:
     """Powertools' default JMESPath options, its functions decoding at most ``limit`` bytes."""
     return jmespath.Options(custom_functions=PowertoolsFunctions(limit))
+
+
+#: Errors of the cut-over's JMESPath options, not of a payload: a record meeting one fails, unrun.
+MISCONFIGURED = (jmespath.exceptions.UnknownFunctionError, jmespath.exceptions.ArityError)
+
+
+def given_options(given: Mapping[str, Any] | None, **expressions: ParsedResult | None) -> jmespath.Options | None:
+    """The :class:`jmespath.Options` of a cut-over's ``jmespath_options`` (``None``: Powertools' own functions).
+
+    Each of ``expressions`` (by option name) must call only functions they define; functions resolved only when
+    called (``custom_functions`` without a function table) are not checked.
+
+    Raises:
+        IdempotencyConfigError: ``given`` are not :class:`jmespath.Options` arguments, or an expression calls a
+            function they do not define (the error names both).
+    """
+    try:
+        options = jmespath.Options(**given) if given else None
+    except TypeError as e:
+        raise IdempotencyConfigError(f"jmespath_options are not jmespath.Options arguments: {e}") from e
+    custom = PowertoolsFunctions if options is None else options.custom_functions or functions.Functions
+    table = getattr(custom, "FUNCTION_TABLE", None)
+    for name, expression in expressions.items():
+        if expression is None or table is None:
+            continue
+        nodes = [expression.parsed]
+        while nodes:
+            node = nodes.pop()
+            if node["type"] == "function_expression" and node["value"] not in table:
+                whose = "Powertools' own functions" if options is None else "its jmespath_options"
+                msg = (
+                    f"the Powertools cut-over's {name} {expression.expression!r} calls {node['value']}(), which "
+                    f"{whose} do not define: give PowertoolsCutover the jmespath_options Powertools keyed with "
+                    "(it does not take the IdempotencyConfig's)"
+                )
+                raise IdempotencyConfigError(msg)
+            nodes.extend(child for child in node.get("children", ()) if isinstance(child, dict))
+    return options
 
 
 def _hash_default(value: Any) -> Any:

@@ -11,7 +11,7 @@ import pytest
 from persistence._attributes import MAX_ITEM_BYTES
 from persistence._errors import ItemTooLargeError, PersistenceLayerError
 from persistence._record import RecordStatus
-from persistence.testing._records import NOW_MS, done, lock, stored
+from persistence.testing._records import NOW_MS, acquired, done, lock, stored
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -29,8 +29,7 @@ class ContentContract:
 
     @pytest.mark.parametrize("result", RESULTS, ids=repr)
     def test_response_round_trips_exactly(self, store: PersistenceLayer, result: Any) -> None:
-        held = lock("k")
-        store.acquire(held, NOW_MS)
+        held = acquired(store, "k")
         store.complete(done(held, json.dumps(result, ensure_ascii=False)))
         existing = store.acquire(lock("k"), NOW_MS)
         assert existing is not None
@@ -40,8 +39,7 @@ class ContentContract:
         assert type(replayed) is type(result)
 
     def test_payload_hash_round_trips(self, store: PersistenceLayer) -> None:
-        held = lock("k")
-        store.acquire(held, NOW_MS)
+        held = acquired(store, "k")
         store.complete(dataclasses.replace(done(held), payload_hash="f00d"))
         assert stored(store, "k").payload_hash == "f00d"
 
@@ -59,8 +57,7 @@ class ContentContract:
         assert store.delete(key) is True
 
     def test_record_over_400_kb_is_refused_naming_key_and_size(self, store: PersistenceLayer) -> None:
-        held = lock("big")
-        store.acquire(held, NOW_MS)
+        held = acquired(store, "big")
         with pytest.raises(ItemTooLargeError) as caught:
             store.complete(done(held, json.dumps("x" * MAX_ITEM_BYTES)))
         assert caught.value.key == "big"
@@ -70,8 +67,7 @@ class ContentContract:
         assert stored(store, "big").status is RecordStatus.IN_PROGRESS
 
     def test_record_just_under_the_limit_is_stored(self, store: PersistenceLayer) -> None:
-        held = lock("big")
-        store.acquire(held, NOW_MS)
+        held = acquired(store, "big")
         response = json.dumps("x" * (MAX_ITEM_BYTES - 500))
         store.complete(done(held, response))
         assert stored(store, "big").response == response
@@ -102,8 +98,7 @@ class EncodingContract:
 
     @pytest.mark.parametrize("response", LONE_RESPONSES, ids=ascii)
     def test_response_with_a_lone_surrogate_is_stored_or_refused(self, store: PersistenceLayer, response: str) -> None:
-        held = lock("k")
-        assert store.acquire(held, NOW_MS) is None
+        held = acquired(store, "k")
 
         def replayed() -> None:
             assert stored(store, "k").response == response
@@ -137,8 +132,7 @@ class EncodingContract:
             assert caught.value.key == key
 
     def test_large_response_with_a_lone_surrogate_is_stored_or_refused(self, store: PersistenceLayer) -> None:
-        held = lock("k")
-        store.acquire(held, NOW_MS)
+        held = acquired(store, "k")
         response = json.dumps("x" * 150_000 + LONE, ensure_ascii=False)
 
         def kept() -> None:
@@ -147,8 +141,7 @@ class EncodingContract:
         _stored_or_refused("k", lambda: store.complete(done(held, response)), kept)
 
     def test_too_large_response_with_a_lone_surrogate_is_item_too_large(self, store: PersistenceLayer) -> None:
-        held = lock("k")
-        store.acquire(held, NOW_MS)
+        held = acquired(store, "k")
         with pytest.raises(ItemTooLargeError) as caught:
             store.complete(done(held, LONE * (MAX_ITEM_BYTES // 2)))
         assert caught.value.key == "k"
@@ -162,8 +155,7 @@ class OperatorContract:
         assert store.get("nothing") is None
 
     def test_delete_lets_the_key_run_again(self, store: PersistenceLayer) -> None:
-        held = lock("k")
-        store.acquire(held, NOW_MS)
+        held = acquired(store, "k")
         store.complete(done(held))
         assert store.delete("k") is True
         assert store.delete("k") is False
@@ -171,8 +163,7 @@ class OperatorContract:
 
     def test_scan_filters_by_status_and_limits(self, store: PersistenceLayer) -> None:
         for i in range(5):
-            held = lock(f"k{i}")
-            store.acquire(held, NOW_MS)
+            held = acquired(store, f"k{i}")
             if i % 2 == 0:
                 store.complete(done(held))
         assert sorted(r.key for r in store.scan()) == [f"k{i}" for i in range(5)]
@@ -188,8 +179,7 @@ class OperatorContract:
     def test_scan_reads_past_one_page(self, store: PersistenceLayer) -> None:
         # Stores read in pages (DynamoDB: 1 MB per Scan page): 30 records of ~40 KB take several.
         for i in range(30):
-            held = lock(f"k{i:02d}")
-            store.acquire(held, NOW_MS)
+            held = acquired(store, f"k{i:02d}")
             store.complete(done(held, json.dumps("x" * 40_000)))
         assert sorted(r.key for r in store.scan()) == [f"k{i:02d}" for i in range(30)]
         assert len(list(store.scan(limit=25))) == 25

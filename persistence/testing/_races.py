@@ -104,12 +104,15 @@ def in_processes(factory: StoreFactory, contenders: int, work: Work, *args: Any)
     return outcomes
 
 
-def require_picklable(factory: StoreFactory) -> None:
-    """Fail the test unless ``factory`` can be sent to another process."""
+def race_processes_of(factory: StoreFactory, settings: ContractSettings) -> int:
+    """The processes a process race runs; the test is skipped at ``processes=0``, failed for an unpicklable factory."""
+    if not settings.processes:
+        pytest.skip("contract_settings.processes is 0: the store is not shared across processes")
     try:
         pickle.dumps(factory)
     except (pickle.PicklingError, TypeError, AttributeError) as e:
         pytest.fail(f"store_factory must be picklable for the process race, or set processes=0: {e}")
+    return settings.processes
 
 
 def race_threads(factory: StoreFactory, contenders: int, rounds: int, run_id: str) -> list[list[int]]:
@@ -148,12 +151,9 @@ class RaceContract:
     def test_processes_race_with_one_winner_per_round(
         self, store_factory: StoreFactory, contract_settings: ContractSettings
     ) -> None:
-        settings = contract_settings
-        if not settings.processes:
-            pytest.skip("contract_settings.processes is 0: the store is not shared across processes")
-        require_picklable(store_factory)
-        outcomes = race_processes(store_factory, settings.processes, settings.rounds, "processes")
-        assert_one_winner_per_round(outcomes, settings.rounds)
+        processes = race_processes_of(store_factory, contract_settings)
+        outcomes = race_processes(store_factory, processes, contract_settings.rounds, "processes")
+        assert_one_winner_per_round(outcomes, contract_settings.rounds)
 
     def test_lock_state_machine(self, store_factory: StoreFactory, contract_settings: ContractSettings) -> None:
         if not contract_settings.state_machine_examples:

@@ -24,6 +24,15 @@ def lock(key: str, *, now_ms: int = NOW_MS, lock_ms: int = 60_000, expires_in_s:
     )
 
 
+def acquired(
+    store: PersistenceLayer, key: str, *, now_ms: int = NOW_MS, lock_ms: int = 60_000, expires_in_s: int = HOUR_S
+) -> IdempotencyRecord:
+    """Return the lock :func:`lock` makes, once ``store`` has granted it at ``now_ms`` (a test's set-up)."""
+    held = lock(key, now_ms=now_ms, lock_ms=lock_ms, expires_in_s=expires_in_s)
+    assert store.acquire(held, now_ms) is None, f"{key!r} was not free"
+    return held
+
+
 def done(held: IdempotencyRecord, response: str | None = "{}", *, expires_at: int | None = None) -> IdempotencyRecord:
     """Return the ``COMPLETE`` record the holder of ``held`` commits (same key and lease)."""
     return dataclasses.replace(
@@ -36,11 +45,8 @@ def done(held: IdempotencyRecord, response: str | None = "{}", *, expires_at: in
 
 def taken_over(store: PersistenceLayer, key: str = "k") -> tuple[IdempotencyRecord, IdempotencyRecord]:
     """Return a holder whose 1 s lock lapsed and the holder that took ``key`` over 2 s later: (stale, new)."""
-    stale = lock(key, lock_ms=1000)
-    store.acquire(stale, NOW_MS)
-    new = lock(key, now_ms=NOW_MS + 2000)
-    store.acquire(new, NOW_MS + 2000)
-    return stale, new
+    stale = acquired(store, key, lock_ms=1000)
+    return stale, acquired(store, key, now_ms=NOW_MS + 2000)
 
 
 def stored(store: PersistenceLayer, key: str) -> IdempotencyRecord:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import pytest
 
 from persistence._errors import LockLostError
-from persistence.testing._races import ContractSettings, StoreFactory, in_processes, in_threads, require_picklable
+from persistence.testing._races import ContractSettings, StoreFactory, in_processes, in_threads, race_processes_of
 from persistence.testing._records import NOW_MS, done, lock
 
 if TYPE_CHECKING:
@@ -219,8 +219,5 @@ class TakeoverRaceContract:
         self, store_factory: StoreFactory, contract_settings: ContractSettings
     ) -> None:
         # One set of worker processes plays both races: starting them is most of the test's time.
-        settings = contract_settings
-        if not settings.processes:
-            pytest.skip("contract_settings.processes is 0: the store is not shared across processes")
-        require_picklable(store_factory)
-        _race(store_factory, settings.processes, settings.rounds, ["complete", "release"], processes=True)
+        processes = race_processes_of(store_factory, contract_settings)
+        _race(store_factory, processes, contract_settings.rounds, ["complete", "release"], processes=True)

@@ -13,7 +13,7 @@ import pytest
 
 from persistence._errors import LockLostError, WriteConditionError
 from persistence._record import RecordStatus
-from persistence.testing._records import NOW_MS, done, lock, stored, taken_over
+from persistence.testing._records import NOW_MS, acquired, done, lock, stored, taken_over
 
 if TYPE_CHECKING:
     from persistence._base import TransactionalStore
@@ -71,8 +71,7 @@ class TransactionalContract:
         refused = write_probe.refused()
         if refused is None:
             pytest.skip("this store refuses no write's condition")
-        held = lock("k")
-        store.acquire(held, NOW_MS)
+        held = acquired(store, "k")
         with pytest.raises(WriteConditionError) as caught:
             store.complete_with(done(held), _queued(store, "k", write_probe.write("a"), refused))
         assert (caught.value.index, caught.value.key) == (1, "k")
@@ -80,8 +79,7 @@ class TransactionalContract:
         assert stored(store, "k") == held  # still the holder's: the guard releases it
 
     def test_a_retried_commit_applies_once(self, store: Any, write_probe: WriteProbe) -> None:
-        held = lock("k")
-        store.acquire(held, NOW_MS)
+        held = acquired(store, "k")
         writes = _queued(store, "k", write_probe.write("a"))
         store.complete_with(done(held), writes)
         store.complete_with(done(held), writes)  # its answer was lost: sent again, it finds its own commit

@@ -36,6 +36,7 @@ from consumer import (
     EventType,
     IdempotencyConfig,
     IdempotencyConfigError,
+    IdempotencyKeyError,
     IdempotencyValidationError,
     Outcome,
     PersistenceLayerError,
@@ -774,3 +775,36 @@ def test_a_native_async_store_is_read_through_with_its_calls_on_the_loop_and_the
     assert [call for call, _ in store.calls].count("complete") == 2  # the copy, then m-2's own result
     assert len(threads) == 3
     assert loop not in threads
+
+
+@pytest.mark.parametrize("face", ["sync", "async"])
+def test_a_payload_function_that_raises_fails_the_record_unrun_and_releases_our_lock(face):
+    # payload= is ours, not Powertools': Powertools may have completed what its function received, so a record whose
+    # Powertools key cannot be computed must not run (before, it ran with a warning: "Powertools kept no record").
+    def payload(data):
+        raise LookupError("no order in this record")
+
+    cutover = PowertoolsCutover(
+        table_name="pt", until=UNTIL, key_prefix="p", event_key_jmespath="order_id", boto3_client=_stub_client(),
+        payload=payload,
+    )  # fmt: skip
+    store, ran = InMemoryPersistenceLayer(), []
+    config = IdempotencyConfig(powertools_cutover=cutover)
+    event = {"Records": [{"messageId": "m-1", "body": "{}"}]}
+    if face == "sync":
+        processor = BatchProcessor(EventType.SQS, store=store, config=config, raise_on_entire_batch_failure=False)
+        response = processor.process(event, lambda record: ran.append(1))
+    else:
+        processor = AsyncBatchProcessor(EventType.SQS, store=store, config=config, raise_on_entire_batch_failure=False)
+
+        async def handler(record):
+            ran.append(1)
+
+        response = asyncio.run(processor.process(event, handler))
+    assert response == {"batchItemFailures": [{"itemIdentifier": "m-1"}]}
+    assert ran == []
+    error = processor.items[0].error
+    assert isinstance(error, IdempotencyKeyError)
+    assert "payload of" in str(error)
+    assert isinstance(error.__cause__, LookupError)
+    assert list(store.scan()) == []  # our lock released: a fixed payload= runs it on the next delivery
