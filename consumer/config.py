@@ -90,7 +90,8 @@ class IdempotencyConfig:
             both expressions instead of ours, as Powertools uses them instead of its own. Its
             ``{"custom_functions": CustomFunctions()}`` replaces the built-in functions (``powertools_json`` and the
             others, ``header``): subclass ``jmespath.functions.Functions`` and add yours. Functions given here are
-            the user's and are not bounded by ``max_decoded_bytes``. Not with ``key_header``.
+            the user's and are not bounded by ``max_decoded_bytes``. Not with ``key_header``. Empty (``{}``): ours,
+            as Powertools takes it.
         lambda_context: Powertools' ``lambda_context=``: registered as this invocation's context when the config
             is built, as :meth:`register_lambda_context` registers it (the invocation's, not this config's: it is
             not kept on the config, so a copy made later with :func:`dataclasses.replace` registers nothing).
@@ -151,7 +152,7 @@ class IdempotencyConfig:
             object.__setattr__(self, "lambda_context", None)
 
     def _search_options(self) -> jmespath.Options:
-        if self.jmespath_options is None:
+        if not self.jmespath_options:  # {} too: Powertools' "use the defaults"
             return options(self.max_decoded_bytes)
         _require(
             self.key_header is None,
