@@ -68,20 +68,57 @@ def per_record_us(make_handler: Any, records: int, repeats: int, make_event: Any
     return min(timings) / records * 1e6
 
 
+def warm_per_record_us(handler: Any, records: int, repeats: int, offset: int) -> float:
+    """Microseconds per record for the fastest of ``repeats`` first deliveries to one warm ``handler``.
+
+    A warm Lambda keeps its processor: each delivery has new message ids (from ``offset``), and what the handler
+    builds on its first call is already built. What one invocation pays before its first record counts in full.
+    """
+    best = float("inf")
+    for i in range(repeats):
+        event, context = libraries.sqs_event(records, offset + i * records), LocalContext(timeout_ms=900_000)
+        started = time.perf_counter()
+        handler(event, context)
+        best = min(best, time.perf_counter() - started)
+    return best / records * 1e6
+
+
+def _spread(ratios: list[float]) -> str:
+    """The median of paired ratios, then their min-max."""
+    return f"{statistics.median(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f})"
+
+
 def overhead(sizes: dict[str, int]) -> list[Row]:
-    n, repeats = sizes["overhead"], sizes["repeats"]
-    ours = per_record_us(libraries.ours, n, repeats)
-    theirs = per_record_us(libraries.powertools, n, repeats)
-    ratio = ours / theirs
+    """Per-record time, ours and Powertools', in interleaved rounds: a ratio per round, the median and the range."""
+    n, repeats, rounds = sizes["overhead"], sizes["repeats"], sizes["overhead_rounds"]
+    small, small_repeats = sizes["overhead_small"], sizes["overhead_small_repeats"]
+    warm = {"ours": libraries.ours(), "powertools": libraries.powertools()}
+    for i, handler in enumerate(warm.values()):
+        handler(libraries.sqs_event(small, 10**8 + i * small), LocalContext(timeout_ms=900_000))  # first call
+    large: dict[str, list[float]] = {"ours": [], "powertools": []}
+    few: dict[str, list[float]] = {"ours": [], "powertools": []}
+    for r in range(rounds):
+        large["ours"].append(per_record_us(libraries.ours, n, repeats))
+        large["powertools"].append(per_record_us(libraries.powertools, n, repeats))
+        for name, handler in warm.items():
+            few[name].append(warm_per_record_us(handler, small, small_repeats, 10**7 * (r + 1)))
+    rows = []
+    for label, times, target in ((f"{n}-record", large, 0.35), (f"{small}-record (SQS's default), warm", few, 0.45)):
+        ratios = [o / t for o, t in zip(times["ours"], times["powertools"], strict=True)]
+        ratio = statistics.median(ratios)
+        ours, theirs = statistics.median(times["ours"]), statistics.median(times["powertools"])
+        rows += [Row(f"overhead, {label} SQS batch, in-memory", round(ours, 1), round(theirs, 1), "us/record",
+                     round(ratio, 3), f"<= {target}x", ratio <= target),
+                 Row(f"overhead, {label}: median ratio of {rounds} rounds (min-max)", _spread(ratios), "-", "x",
+                     None, "-", True)]  # fmt: skip
     kafka_ours = per_record_us(libraries.ours_kafka, n, repeats, libraries.kafka_event)
     kafka_theirs = per_record_us(libraries.powertools_kafka, n, repeats, libraries.kafka_event)
     # Kafka's target is looser: every record is decoded and checked (base64, headers) before any runs, so a record
     # Lambda could not have sent fails the batch instead of one handler; Powertools decodes on access.
     kafka_ratio = kafka_ours / kafka_theirs
-    return [Row(f"overhead, {n}-record SQS batch, in-memory", round(ours, 1), round(theirs, 1), "us/record",
-                round(ratio, 3), "<= 0.5x", ratio <= 0.5),
-            Row(f"overhead, {n}-record Kafka (MSK) batch, in-memory", round(kafka_ours, 1), round(kafka_theirs, 1),
-                "us/record", round(kafka_ratio, 3), "<= 1x", kafka_ratio <= 1)]  # fmt: skip
+    kafka = Row(f"overhead, {n}-record Kafka (MSK) batch, in-memory", round(kafka_ours, 1), round(kafka_theirs, 1),
+                "us/record", round(kafka_ratio, 3), "<= 1x", kafka_ratio <= 1)  # fmt: skip
+    return [*rows, kafka]
 
 
 def scale(sizes: dict[str, int]) -> list[Row]:
@@ -162,7 +199,7 @@ def cold_start(sizes: dict[str, int]) -> list[Row]:
     theirs = statistics.median(_import_ms("powertools") for _ in range(runs))
     ratio = ours / theirs
     return [*rows, Row("cold start, import only: what a handler needs", round(ours, 1), round(theirs, 1), "ms",
-                       round(ratio, 3), "<= 0.5x", ratio <= 0.5)]  # fmt: skip
+                       round(ratio, 3), "<= 0.3x", ratio <= 0.3)]  # fmt: skip
 
 
 def dynamodb_rows(sizes: dict[str, int]) -> list[Row]:
@@ -216,6 +253,9 @@ GROUPS = {
 FULL = {
     "writes": 100,
     "overhead": 2000,
+    "overhead_rounds": 5,
+    "overhead_small": 10,
+    "overhead_small_repeats": 200,
     "repeats": 5,
     "scale": [10, 100, 1000, 10_000],
     "memory": 10_000,
@@ -234,6 +274,9 @@ FULL = {
 SMOKE = {
     "writes": 5,
     "overhead": 50,
+    "overhead_rounds": 1,
+    "overhead_small": 10,
+    "overhead_small_repeats": 2,
     "repeats": 1,
     "scale": [10, 100],
     "memory": 200,

@@ -68,10 +68,9 @@ from consumer.batch import (
 )
 from consumer.batch._record_model import RecordModelError
 from consumer.config import IdempotencyConfig, ResponseHook
-from consumer.decorators import idempotent, idempotent_function
 from consumer.guard import IdempotencyGuard
 from consumer.keys import DEFAULT_KEY_EXPRESSIONS, make_key
-from consumer.observability import Item, Metrics, Outcome
+from consumer.observability import Item, Outcome
 from consumer.sources import DynamoDBStreamRecord, EventType, KinesisRecord, SQSRecord
 from persistence import (
     IdempotencyError,
@@ -84,12 +83,15 @@ from persistence import (
 if TYPE_CHECKING:
     from consumer.batch._async_batch import AsyncBatchProcessor, async_process_partial_response
     from consumer.batch._decorators import async_batch_processor, batch_processor
+    from consumer.decorators import idempotent, idempotent_function
+    from consumer.observability.metrics import Metrics
     from consumer.powertools import PowertoolsCutover
     from consumer.sources._kafka import KafkaHeaders, KafkaRecord
 
-#: Public names whose modules are imported when a name is first used, not with the package (PEP 562): a sync
-#: function's cold start does not pay for the async processor, the Powertools cut-over, Kafka's records, nor Powertools'
-#: older batch decorators.
+#: Public names whose modules are imported when a name is first used, not with the package (PEP 562): a batch
+#: function's cold start does not pay for the async processor, the Powertools cut-over, Kafka's records, Powertools'
+#: older batch decorators, the decorators of single functions, nor the metrics' configuration (EMF metrics are off by
+#: default: ``consumer.observability`` imports that module only when a processor turns them on).
 _IMPORTED_ON_FIRST_USE = {
     "KafkaHeaders": "consumer.sources._kafka",
     "KafkaRecord": "consumer.sources._kafka",
@@ -98,6 +100,9 @@ _IMPORTED_ON_FIRST_USE = {
     "PowertoolsCutover": "consumer.powertools",
     "batch_processor": "consumer.batch._decorators",
     "async_batch_processor": "consumer.batch._decorators",
+    "idempotent": "consumer.decorators",
+    "idempotent_function": "consumer.decorators",
+    "Metrics": "consumer.observability.metrics",
 }
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -21,9 +20,11 @@ NO_GUARD, POSITIONAL, KEYWORD, OWN = "none", "positional", "keyword", "own"
 LAMBDA_CONTEXT = "lambda_context"
 
 
-@dataclass(frozen=True, slots=True)
 class GuardedFunction:
     """What ``@idempotent_function`` guards, as a batch processor needs it to run the function as a record handler.
+
+    Internal, and written by hand rather than as a dataclass: a dataclass's generated methods are compiled when
+    the module is imported, on every cold start (docs/performance.md). Built once per decorated function.
 
     Attributes:
         function: The undecorated function.
@@ -38,27 +39,45 @@ class GuardedFunction:
             copies the attribute with ``functools.wraps``, and must run too).
     """
 
-    function: Callable[..., Any]
-    data_keyword_argument: str
-    store: PersistenceLayer
-    config: IdempotencyConfig
-    clock: Clock
-    key_prefix: str
-    output_serializer: Callable[[], BaseIdempotencySerializer | None]
-    decorated: weakref.ref[Callable[..., Any]]
+    __slots__ = ("clock", "config", "data_keyword_argument", "decorated", "function", "key_prefix",
+                 "output_serializer", "store")  # fmt: skip
+
+    def __init__(  # noqa: PLR0917 - one argument per attribute, in order
+        self,
+        function: Callable[..., Any],
+        data_keyword_argument: str,
+        store: PersistenceLayer,
+        config: IdempotencyConfig,
+        clock: Clock,
+        key_prefix: str,
+        output_serializer: Callable[[], BaseIdempotencySerializer | None],
+        decorated: weakref.ref[Callable[..., Any]],
+    ) -> None:
+        """Hold what the decorator resolved for ``function``."""
+        self.function = function
+        self.data_keyword_argument = data_keyword_argument
+        self.store = store
+        self.config = config
+        self.clock = clock
+        self.key_prefix = key_prefix
+        self.output_serializer = output_serializer
+        self.decorated = decorated
 
 
-@dataclass(frozen=True, slots=True)
 class HandlerShape:
-    """What the batch processor needs to know about a record handler.
+    """What the batch processor needs to know about a record handler (hand-written, as :class:`GuardedFunction`).
 
     Attributes:
         guard_passing: How the handler gets the guard (``OWN``: it is an ``@idempotent_function``).
         lambda_context: Whether it takes the Lambda context by a ``lambda_context`` parameter (as in Powertools).
     """
 
-    guard_passing: str
-    lambda_context: bool = False
+    __slots__ = ("guard_passing", "lambda_context")
+
+    def __init__(self, guard_passing: str, lambda_context: bool = False) -> None:
+        """Describe a handler."""
+        self.guard_passing = guard_passing
+        self.lambda_context = lambda_context
 
 
 def guarded_function(handler: Callable[..., Any]) -> GuardedFunction | None:

@@ -3,22 +3,27 @@ that a decorated function's declaration or return annotation calls for."""  # no
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import dataclasses
+import datetime as dt
+import decimal
+import json
 import logging
+import math
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from consumer._errors import IdempotencyModelTypeError, IdempotencyNoSerializationModelError, ResponseDecodeError
 from consumer._reports import log_committed_without_response
 from consumer._serde import ResultEncodingError, decode_result, encode_result
-from persistence import MAX_ITEM_BYTES, ItemTooLargeError
+from persistence import MAX_ITEM_BYTES, IdempotencyRecord, ItemTooLargeError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from consumer._context import LambdaContext
     from consumer.serialization import BaseIdempotencyModelSerializer, BaseIdempotencySerializer
-    from persistence import IdempotencyRecord
 
 logger = logging.getLogger("idempotent_consumer")
 
@@ -116,6 +121,67 @@ def decode_output(record: IdempotencyRecord, serializer: BaseIdempotencySerializ
     # Pydantic ValidationError's input_value, a ValueError of a decoder) quotes the stored value, and a
     # traceback would print it.
     raise ResponseDecodeError(msg, key=record.key, existing_record=record)
+
+
+class HookRecord(IdempotencyRecord):
+    """The record a response hook is handed: the replayed record, read by our names or by Powertools' ``DataRecord``
+    names, whose ``response_data`` and ``response_json_as_dict()`` are the response as plain JSON, as Powertools
+    stores it (:func:`json_value`), not our encoding of it (:attr:`response`)."""  # noqa: D205, D209 - one sentence
+
+    __slots__ = ()
+
+    @classmethod
+    def of(cls, record: IdempotencyRecord) -> HookRecord:
+        """``record`` as a hook reads it (a response hook is configured: nothing is built otherwise)."""
+        return cls(**{field.name: getattr(record, field.name) for field in dataclasses.fields(cls)})
+
+    @property
+    def response_data(self) -> str | None:
+        """The response as Powertools' JSON text of it (keys sorted); ``None`` when none was stored."""
+        return None if self.response is None else json.dumps(self.response_json_as_dict(), sort_keys=True)
+
+    def response_json_as_dict(self) -> Any:
+        """The response as plain JSON values, as Powertools parses its ``response_data``; ``None`` when none."""
+        return None if self.response is None else json_value(decode_result(self.response))
+
+
+def json_value(value: Any) -> Any:
+    """``value``, a replayed response, as plain JSON values: what Powertools' encoder would have stored of it.
+
+    Tuples become lists, a Decimal its text (NaN: a float NaN), as there; and of what Powertools cannot store:
+    sets become lists (ordered by their JSON text), datetimes, dates and times their ISO text, bytes base64, a UUID
+    its text, a timedelta its seconds, and a dict key that is no text the JSON text of its value.
+    """
+    t = type(value)
+    if t is dict:
+        return {k if type(k) is str else _key_text(k): json_value(v) for k, v in value.items()}
+    if t is list or t is tuple:
+        return [json_value(v) for v in value]
+    if t is set or t is frozenset:
+        return sorted((json_value(v) for v in value), key=json.dumps)
+    plain = _JSON_SCALARS.get(t)
+    return value if plain is None else plain(value)
+
+
+def _key_text(key: Any) -> str:
+    plain = json_value(key)  # 1 -> "1", True -> "true", None -> "null": as json.dumps writes such keys
+    return plain if type(plain) is str else json.dumps(plain)
+
+
+def _b64(value: bytes | bytearray) -> str:
+    return base64.b64encode(value).decode("ascii")
+
+
+_JSON_SCALARS: dict[type, Callable[[Any], Any]] = {  # the types a replay rebuilds that JSON has no form for
+    decimal.Decimal: lambda v: math.nan if v.is_nan() else str(v),
+    bytes: _b64,
+    bytearray: _b64,
+    dt.datetime: dt.datetime.isoformat,
+    dt.date: dt.date.isoformat,
+    dt.time: dt.time.isoformat,
+    dt.timedelta: dt.timedelta.total_seconds,
+    uuid.UUID: str,
+}
 
 
 _UNRESOLVED: Any = object()

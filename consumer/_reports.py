@@ -85,6 +85,17 @@ def fields(
     }
 
 
+def enabled(level: int) -> bool:
+    """Whether a line at ``level`` would be logged: a caller skips building one that would not (INFO, by default).
+
+    ``True`` when the logger itself raises, so that :func:`emit` meets the error and says so.
+    """
+    try:
+        return logger.isEnabledFor(level)
+    except Exception:  # noqa: BLE001 - emit reports it
+        return True
+
+
 def emit(level: int, message: str, *args: object, extra: dict[str, Any], exc_info: BaseException | None = None) -> None:
     """Log one record, its message formatted here and kept on one line; what logging raises is swallowed.
 

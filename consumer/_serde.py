@@ -27,9 +27,26 @@ _SURROGATE = re.compile(r"[\ud800-\udfff]")
 _ATOMS = frozenset({str, int, bool, type(None)})
 _PIECES = re.compile(r"[\ud800-\udfff]|[^\ud800-\udfff]+")
 _encode_str: Callable[[str], str] = json.encoder.encode_basestring
-# Built once (json.dumps() with options builds an encoder per call); they are only given acyclic values.
-_PLAIN = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False, check_circular=False)
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, check_circular=False)
+
+
+class _Encoder(json.JSONEncoder):
+    """``json.JSONEncoder`` with json's C encoder built once, not per ``encode`` as ``iterencode`` does (half the cost
+    of a small result): the one ``iterencode`` builds from the same options, by position (markers: none, acyclic values
+    only; default, string encoder, indent, separators, sort_keys, skipkeys, allow_nan), so the same text."""  # noqa: D205, D209
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(check_circular=False, ensure_ascii=False, **options)
+        make = getattr(json.encoder, "c_make_encoder", None)
+        args = (None, self.default, _encode_str, None, self.key_separator, self.item_separator, self.sort_keys)
+        self._built = make and make(*args, self.skipkeys, self.allow_nan)
+
+    def encode(self, o: Any) -> str:
+        """``o`` as JSON text, as ``json.JSONEncoder.encode`` writes it."""
+        return super().encode(o) if self._built is None or isinstance(o, str) else "".join(self._built(o, 0))
+
+
+_PLAIN = _Encoder(separators=(",", ":"), allow_nan=False)
+_CANONICAL = _Encoder(sort_keys=True, separators=(",", ":"))
 
 
 class ResultEncodingError(ValueError):

@@ -14,7 +14,7 @@ import os
 import threading
 import weakref
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Protocol
 
 import jmespath.exceptions
@@ -41,7 +41,7 @@ class ResponseHook(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False, eq=False)
 class IdempotencyConfig:
     """How records are keyed, how long they count and how locks expire. Validated on construction.
 
@@ -90,11 +90,15 @@ class IdempotencyConfig:
             both expressions instead of ours, as Powertools uses them instead of its own. Its
             ``{"custom_functions": CustomFunctions()}`` replaces the built-in functions (``powertools_json`` and the
             others, ``header``): subclass ``jmespath.functions.Functions`` and add yours. Functions given here are
-            the user's and are not bounded by ``max_decoded_bytes``. Not with ``key_header``.
+            the user's and are not bounded by ``max_decoded_bytes``. Not with ``key_header``. Empty (``{}``): ours,
+            as Powertools takes it.
         lambda_context: Powertools' ``lambda_context=``: registered as this invocation's context when the config
             is built, as :meth:`register_lambda_context` registers it (the invocation's, not this config's: it is
             not kept on the config, so a copy made later with :func:`dataclasses.replace` registers nothing).
         prefix: The key prefix in force (derived: ``key_prefix``, else the function name, else ``"local"``).
+
+    Shown, compared and hashed by its fields as a dataclass is, by methods written once below rather than
+    generated: a dataclass compiles the methods it generates when its module is imported, on every cold start.
 
     Examples:
         >>> IdempotencyConfig(event_key_jmespath="powertools_json(body).order_id").expires_after_seconds
@@ -148,7 +152,7 @@ class IdempotencyConfig:
             object.__setattr__(self, "lambda_context", None)
 
     def _search_options(self) -> jmespath.Options:
-        if self.jmespath_options is None:
+        if not self.jmespath_options:  # {} too: Powertools' "use the defaults"
             return options(self.max_decoded_bytes)
         _require(
             self.key_header is None,
@@ -158,6 +162,24 @@ class IdempotencyConfig:
             return jmespath.Options(**self.jmespath_options)
         except TypeError as e:
             raise IdempotencyConfigError(f"jmespath_options are not jmespath.Options arguments: {e}") from e
+
+    def _compared(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, f.name) for f in fields(self) if f.compare)
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to a config of the same class with equal fields (what it compiles from them aside)."""
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._compared() == other._compared()
+
+    def __hash__(self) -> int:
+        """The hash of the fields it is compared by."""
+        return hash(self._compared())
+
+    def __repr__(self) -> str:
+        """``IdempotencyConfig(event_key_jmespath=..., ...)``: its fields, as a dataclass shows them."""
+        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.repr)
+        return f"{type(self).__qualname__}({shown})"
 
     def register_lambda_context(self, lambda_context: LambdaContext | None) -> None:
         """Powertools' name for registering this invocation's Lambda context; call it first in each invocation.

@@ -50,7 +50,8 @@ def idempotent(
             ``config.prefix``. Powertools' option of the same name.
 
     An ``async def`` handler stays async: the guard is entered with ``async with`` and the handler awaited
-    inside the lock.
+    inside the lock. Called by position or by keyword (``handler(event=..., context=...)``), the handler is
+    passed both by position, as in Powertools.
 
     Raises:
         TypeError: When decorating a generator or async generator function (calling it runs nothing, so its
@@ -74,7 +75,13 @@ def idempotent(
         def guard(event: Any, _context: object) -> IdempotencyGuard:  # made in Invocation(context): its context
             return IdempotencyGuard(event, store=resolved_store, config=config, clock=clock, key_prefix=key_prefix)
 
-        return _guarded(handler, guard, lambda _event, context: Invocation(context))  # type: ignore[return-value]
+        def arguments(event: Any, context: object) -> tuple[Any, object]:
+            return event, context
+
+        # The call bound once to (event, context), passed on positionally as Powertools does (whatever the
+        # handler names them); a call that does not fit fails naming the handler, as calling it would.
+        functools.update_wrapper(arguments, handler, assigned=("__name__", "__qualname__"), updated=())
+        return _guarded(handler, guard, lambda _event, context: Invocation(context), arguments)  # type: ignore[return-value]
 
     return decorate
 
@@ -83,8 +90,12 @@ def _guarded(
     function: Callable[..., Any],
     guard: Callable[..., IdempotencyGuard],
     scope: Callable[..., contextlib.AbstractContextManager[Any]] = lambda *_, **__: contextlib.nullcontext(),
+    arguments: Callable[..., tuple[Any, ...]] | None = None,
 ) -> Callable[..., Any]:
     """``function`` run inside the guard ``guard(*args, **kwargs)`` makes, within ``scope(*args, **kwargs)`` (none).
+
+    ``arguments``, when given, binds the call once: all three are then called with the positional arguments it
+    returns (a call it refuses runs nothing).
 
     Both decorators' one body, with a face for each kind of function: an ``async def`` one is awaited inside the lock
     (``async with`` the guard) and stays a coroutine function; any other runs inside ``with``. A duplicate returns
@@ -94,6 +105,8 @@ def _guarded(
 
     @functools.wraps(function)
     async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+        if arguments is not None:
+            args, kwargs = arguments(*args, **kwargs), {}
         with scope(*args, **kwargs):
             try:
                 async with guard(*args, **kwargs) as g:
@@ -104,6 +117,8 @@ def _guarded(
 
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if arguments is not None:
+            args, kwargs = arguments(*args, **kwargs), {}
         with scope(*args, **kwargs):
             try:
                 with guard(*args, **kwargs) as g:

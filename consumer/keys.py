@@ -33,9 +33,12 @@ DEFAULT_KEY_EXPRESSIONS = {
     # on a header (IdempotencyConfig.key_header).
     "kafka": "[eventSourceArn || bootstrapServers, topic, partition, offset]",
 }
-_MESSAGE_ID, _EVENT_ID, _ID, _KAFKA = (
-    compile_expression(DEFAULT_KEY_EXPRESSIONS[source]) for source in ("sqs", "kinesis", "eventbridge", "kafka")
-)
+
+
+@functools.cache
+def _own_id(source: str) -> ParsedResult:
+    """The compiled expression of ``source``'s own id: compiled on first use, not with every cold start."""
+    return compile_expression(DEFAULT_KEY_EXPRESSIONS[source])
 
 
 def default_key_expression(data: Any) -> ParsedResult | None:
@@ -48,13 +51,13 @@ def default_key_expression(data: Any) -> ParsedResult | None:
     """
     if isinstance(data, Mapping):
         if "messageId" in data:
-            return _MESSAGE_ID
+            return _own_id("sqs")
         if "eventID" in data:
-            return _EVENT_ID
+            return _own_id("kinesis")
         if "detail-type" in data and "id" in data:
-            return _ID
+            return _own_id("eventbridge")
         if "topic" in data and "partition" in data and "offset" in data:
-            return _KAFKA
+            return _own_id("kafka")
     return None
 
 
@@ -288,7 +291,11 @@ def make_key(data: Any, config: IdempotencyConfig, prefix: str | None = None) ->
         IdempotencyKeyError: The expression failed, the selection is not serializable, or it is empty
             and ``config.raise_on_no_idempotency_key`` is set.
     """
-    selection, _ = key_selection(data, config)
+    expression = config.key_expression
+    if expression is not None and type(data) is dict and expression.parsed["type"] == "field":
+        selection = data.get(expression.parsed["value"])  # the usual key (messageId): what key_selection finds
+    else:
+        selection, _ = key_selection(data, config)
     if is_missing(selection):
         if config.raise_on_no_idempotency_key:
             raise _no_key(data, config)

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
-import json
 import os
 from dataclasses import dataclass
-from typing import Any
 
 MS_PER_SECOND = 1000
 
@@ -48,8 +46,10 @@ class IdempotencyRecord:
         payload_hash: Hash of the payload-validation selection, if validation is configured.
 
     A response hook written for Powertools reads it by its ``DataRecord`` names too: ``idempotency_key``,
-    ``expiry_timestamp``, ``in_progress_expiry_timestamp``, ``response_data``, ``get_expiration_datetime()`` and
-    ``response_json_as_dict()`` (``status`` is ours: ``RecordStatus.COMPLETE``, not the text ``"COMPLETED"``).
+    ``expiry_timestamp``, ``in_progress_expiry_timestamp`` and ``get_expiration_datetime()`` (``status`` is ours:
+    ``RecordStatus.COMPLETE``, not the text ``"COMPLETED"``). The record a hook is handed also has ``response_data``
+    and ``response_json_as_dict()``, the response as plain JSON: ``response`` is our encoding of it, which only
+    the consumer package decodes.
     """
 
     key: str
@@ -130,15 +130,6 @@ class IdempotencyRecord:
         """Powertools' name of :attr:`in_progress_expires_at`."""
         return self.in_progress_expires_at
 
-    @property
-    def response_data(self) -> str | None:
-        """Powertools' name of :attr:`response`."""
-        return self.response
-
     def get_expiration_datetime(self) -> dt.datetime:
         """When the record expires, as Powertools gives it: a naive datetime in local time."""
         return dt.datetime.fromtimestamp(self.expires_at)  # noqa: DTZ006 - Powertools' value, naive as there
-
-    def response_json_as_dict(self) -> Any:
-        """The stored response, parsed from its JSON text (``None`` when none was stored), as Powertools gives it."""
-        return None if self.response is None else json.loads(self.response)

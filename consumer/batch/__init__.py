@@ -11,14 +11,13 @@ and the observability wing (outcomes, logs, metrics). No wing imports it: only `
 from __future__ import annotations
 
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, overload
 
-from consumer._context import Invocation, lambda_context_of, system_clock
+from consumer._context import Invocation
 from consumer._errors import BatchEventError, BatchProcessingError, UnexpectedBatchTypeError
 from consumer.batch._event import BatchEvent, BatchItemFailure, BatchSummary, PartialBatchResponse
-from consumer.batch._processor import _Processor
+from consumer.batch._processor import _Call, _Processor
 from consumer.batch._run import BatchRun
 from consumer.sources import (
     EventType,
@@ -27,16 +26,11 @@ from consumer.sources import (
 from persistence import is_async_store
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from typing_extensions import Unpack
 
-    from consumer._context import Clock, LambdaContext
+    from consumer._context import LambdaContext
     from consumer.batch._processor import _Batch
-    from consumer.batch._report import OutcomeHook
     from consumer.batch._types import BatchOptions, RecordHandler
-    from consumer.config import IdempotencyConfig
-    from consumer.observability import Metrics
     from consumer.sources import (
         DynamoDBStreamRecord,
         DynamoDBStreamsEventType,
@@ -145,32 +139,20 @@ class BatchProcessor(_Processor[RecordT]):
         store: PersistenceLayer | None = None,
         **options: Unpack[BatchOptions],
     ) -> None: ...
-    def __init__(
-        self,
-        event_type: EventType,
-        *,
-        store: PersistenceLayer | None = None,
-        config: IdempotencyConfig | None = None,
-        max_workers: int = 1,
-        deadline_margin_ms: int = 1000,
-        stop_on_first_failure: bool = False,
-        skip_group_on_error: bool = False,
-        raise_on_entire_batch_failure: bool = True,
-        clock: Clock = system_clock,
-        on_outcome: OutcomeHook | None = None,
-        metrics: Metrics | bool | None = None,
-        model: type[Any] | None = None,
-    ) -> None:
+    def __init__(self, event_type: EventType, *, max_workers: int = 1, **options: Any) -> None:
         """Configure the processor; reuse it across invocations.
 
         Args:
             event_type: The source; ``EventType.SQS`` detects FIFO queues from the ARN.
-            store: Where records live. ``None``: only an ``@idempotent_function`` record handler is guarded (by
-                its own store); other handlers run without idempotency, as in Powertools.
-            config: Key selection and timings (by default the record's own id is the key).
             max_workers: Records run in a thread pool of this size; records sharing an ordering key (FIFO
                 group, Kinesis partition key, DynamoDB item key, Kafka topic-partition) still run one after another,
                 in order. A record meeting the lock of another record of its batch waits for it, then replays.
+            **options: The keyword arguments below, which :class:`~consumer.AsyncBatchProcessor` takes too.
+
+        Keyword Args:
+            store: Where records live. ``None``: only an ``@idempotent_function`` record handler is guarded (by
+                its own store); other handlers run without idempotency, as in Powertools.
+            config: Key selection and timings (by default the record's own id is the key).
             deadline_margin_ms: A record is not started with less than this left before the Lambda
                 deadline; it is reported failed instead, so the invocation returns rather than times out.
             stop_on_first_failure: After any failure, report every record not yet started as failed.
@@ -195,22 +177,9 @@ class BatchProcessor(_Processor[RecordT]):
         """
         if max_workers < 1:
             raise ValueError(f"max_workers must be at least 1, got {max_workers}")
-        if is_async_store(store):
-            raise TypeError(f"{type(store).__name__} is an async store: use AsyncBatchProcessor")
-        super().__init__(
-            event_type,
-            store=store,
-            config=config,
-            workers=max_workers,
-            deadline_margin_ms=deadline_margin_ms,
-            stop_on_first_failure=stop_on_first_failure,
-            skip_group_on_error=skip_group_on_error,
-            raise_on_entire_batch_failure=raise_on_entire_batch_failure,
-            clock=clock,
-            on_outcome=on_outcome,
-            metrics=metrics,
-            model=model,
-        )
+        if is_async_store(options.get("store")):
+            raise TypeError(f"{type(options['store']).__name__} is an async store: use AsyncBatchProcessor")
+        super().__init__(event_type, workers=max_workers, **options)
         self._pool: ThreadPoolExecutor | None = None  # made on first use, kept for warm invocations
         self._pool_lock = threading.Lock()
 
@@ -239,33 +208,22 @@ class BatchProcessor(_Processor[RecordT]):
             BatchProcessingError: Every record failed (unless ``raise_on_entire_batch_failure=False``).
             TypeError: ``record_handler`` is ``async def`` or a generator function (nothing is run).
         """
-        if event is None and record_handler is None:
-            call = self._block_call()
-            call.batch = self._run(None, call.handler, call.context, records=call.records)
-            return call.batch.outcomes()
-        if record_handler is None:
-            raise TypeError("process(event, record_handler, context): record_handler is missing")
-        return self._run(event, record_handler, context).respond()
+        if record_handler is not None:
+            return self._run(_Call(record_handler, context), event).respond()
+        call = self._block_call(event)
+        call.batch = self._run(call, None)
+        return call.batch.outcomes()
 
-    def _run(
-        self,
-        event: BatchEvent | None,
-        record_handler: Callable[..., Any],
-        context: LambdaContext | None,
-        records: list[Any] | None = None,
-    ) -> _Batch:
-        started = time.perf_counter()
-        settings, handler, guard_passing, items = self._start(
-            event, record_handler, context, async_ok=False, records=records
-        )
-        context = lambda_context_of(context)  # a durable function's: the Lambda context it carries sets the deadline
-        with Invocation(context):
+    def _run(self, call: _Call, event: BatchEvent | None) -> _Batch:
+        run, started = self._start(call, event, BatchRun, async_ok=False)
+        run.pool = self._workers()
+        with Invocation(run.context):
             try:
-                BatchRun(settings, handler, guard_passing, context, items, self._workers()).run()
+                run.run()
             except BaseException as e:  # reported as far as it got; the batch comes back whole
-                self._report(settings, guard_passing, items, started, context, any_failed=True, interrupted=e)
+                self._report(run, started, any_failed=True, interrupted=e)
                 raise
-        return self._finish(settings, guard_passing, items, started, context)
+        return self._finish(run, started)
 
     def _workers(self) -> ThreadPoolExecutor | None:
         if self._settings.max_workers > 1 and self._pool is None:

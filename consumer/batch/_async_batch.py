@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import time
+import sys
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from consumer._context import Invocation, lambda_context_of, system_clock
-from consumer.batch._processor import _Processor
+from consumer._context import Invocation
+from consumer.batch._processor import _Call, _Processor
 from consumer.sources import RecordT
 from persistence import as_async_store
 
@@ -15,13 +15,10 @@ if TYPE_CHECKING:
 
     from typing_extensions import Unpack
 
-    from consumer._context import Clock, LambdaContext
+    from consumer._context import LambdaContext
     from consumer.batch._event import BatchEvent, PartialBatchResponse
     from consumer.batch._processor import _Batch
-    from consumer.batch._report import OutcomeHook
     from consumer.batch._types import AsyncBatchOptions, RecordHandler
-    from consumer.config import IdempotencyConfig
-    from consumer.observability import Metrics
     from consumer.sources import (
         DynamoDBStreamRecord,
         DynamoDBStreamsEventType,
@@ -131,33 +128,27 @@ class AsyncBatchProcessor(_Processor[RecordT]):
         self,
         event_type: EventType,
         *,
-        store: PersistenceLayer | AsyncPersistenceLayer | None = None,
-        config: IdempotencyConfig | None = None,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
-        deadline_margin_ms: int = 1000,
         cancel_at_deadline: bool = True,
-        stop_on_first_failure: bool = False,
-        skip_group_on_error: bool = False,
-        raise_on_entire_batch_failure: bool = True,
-        clock: Clock = system_clock,
-        on_outcome: OutcomeHook | None = None,
-        metrics: Metrics | bool | None = None,
-        model: type[Any] | None = None,
+        **options: Any,
     ) -> None:
         """Configure the processor; reuse it across invocations.
 
         Args:
             event_type: The source; ``EventType.SQS`` detects FIFO queues from the ARN.
+            max_concurrency: Records that run at once (1: one after another, in batch order). A record meeting the
+                lock of another record of its batch waits for it, then replays its result (or runs, if it failed).
+            cancel_at_deadline: Cancel the bodies still running when the margin is reached (they release their
+                locks). Without it they run on, as in the sync processor, and may meet the Lambda timeout.
+            **options: The keyword arguments below, those of :class:`~consumer.BatchProcessor`.
+
+        Keyword Args:
             store: Where records live: a sync store (reached as :func:`persistence.as_async_store` says) or an
                 async one. ``None``: as in :class:`~consumer.BatchProcessor` (only an ``@idempotent_function``
                 record handler is guarded).
             config: Key selection and timings (by default the record's own id is the key).
-            max_concurrency: Records that run at once (1: one after another, in batch order). A record meeting the
-                lock of another record of its batch waits for it, then replays its result (or runs, if it failed).
             deadline_margin_ms: No record starts, or keeps running with ``cancel_at_deadline``, with less than
                 this left before the Lambda deadline; it is reported failed instead.
-            cancel_at_deadline: Cancel the bodies still running when the margin is reached (they release their
-                locks). Without it they run on, as in the sync processor, and may meet the Lambda timeout.
             stop_on_first_failure: After any failure, report every record not yet started as failed.
             skip_group_on_error: SQS FIFO: after a failure, fail only the rest of that message group
                 (default: the rest of the batch).
@@ -175,20 +166,7 @@ class AsyncBatchProcessor(_Processor[RecordT]):
         """
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency}")
-        super().__init__(
-            event_type,
-            store=store,
-            config=config,
-            workers=max_concurrency,
-            deadline_margin_ms=deadline_margin_ms,
-            stop_on_first_failure=stop_on_first_failure,
-            skip_group_on_error=skip_group_on_error,
-            raise_on_entire_batch_failure=raise_on_entire_batch_failure,
-            clock=clock,
-            on_outcome=on_outcome,
-            metrics=metrics,
-            model=model,
-        )
+        super().__init__(event_type, workers=max_concurrency, **options)
         self.cancel_at_deadline = cancel_at_deadline
         self._store_reserved = False
 
@@ -229,62 +207,71 @@ class AsyncBatchProcessor(_Processor[RecordT]):
             TypeError: ``record_handler`` is a generator or async generator function (nothing is run).
             asyncio.CancelledError: The invocation was cancelled; every record still running released its lock.
         """
-        if event is None and record_handler is None:
-            call = self._block_call()
-            call.batch = await self._run(None, call.handler, call.context, records=call.records)
-            return call.batch.outcomes()
-        if record_handler is None:
-            raise TypeError("process(event, record_handler, context): record_handler is missing")
-        return (await self._run(event, record_handler, context)).respond()
+        if record_handler is not None:
+            return (await self._run(_Call(record_handler, context), event)).respond()
+        call = self._block_call(event)
+        call.batch = await self._run(call, None)
+        return call.batch.outcomes()
 
     def async_process(self) -> list[tuple[str, Any, Any]]:
         """Powertools' name: :meth:`process` of ``with processor(records, record_handler):``, run to its end.
 
         Called where no event loop runs (a Lambda handler), it runs the records on a new loop and returns the
         outcomes; in a coroutine (an event loop running in this thread), it returns an awaitable of them.
-        """
-        return self._run_here(self.process())
 
-    def _run_here(self, call: Coroutine[Any, Any, T]) -> T:
-        """``call`` run to its end on a new event loop, where this thread runs none; else ``call`` itself, to await.
+        Raises:
+            RuntimeError: Called by a plain ``def`` in a running event loop (nothing is run): see
+                :func:`async_process_partial_response`.
+        """
+        return self._run_here(self.process, "async_process()", sys._getframe(1))  # noqa: SLF001 - the caller's frame
+
+    def _run_here(self, process: Callable[[], Coroutine[Any, Any, T]], face: str, caller: object) -> T:
+        """``process()`` run to its end on a new event loop, where this thread runs none; else its coroutine, which
+        ``caller`` (a coroutine's frame, or an ``async def``) awaits.
 
         Safe because it turns on the calling thread alone: without a running loop nothing in this thread could
-        await ``call``, and a sync caller needs the result; with one, running it here would block that loop
+        await the call, and a sync caller needs the result; with one, running it here would block that loop
         (``asyncio.run`` refuses), and the caller awaits it. Either way the records run through the same run.
-        """
+
+        Raises:
+            RuntimeError: ``caller`` is a plain ``def`` called in a running event loop: nothing awaits what it would
+                get (the batch's outcome would be dropped unseen), and the batch cannot be run to its end there
+                without blocking the loop. Nothing is run.
+        """  # noqa: D205 - one sentence
         import asyncio  # noqa: PLC0415 - asyncio costs sync users 15+ ms
+        import inspect  # noqa: PLC0415 - loaded by asyncio already
 
-        if loop_running():
-            return call  # type: ignore[return-value]  # awaited by the coroutine that called us
-        return asyncio.run(call)
+        if not loop_running():
+            return asyncio.run(process())
+        code = getattr(caller, "f_code", None) or getattr(caller, "__code__", None)
+        awaiting = inspect.CO_COROUTINE | inspect.CO_ITERABLE_COROUTINE | inspect.CO_ASYNC_GENERATOR
+        if code is None or not code.co_flags & awaiting:
+            name = getattr(code, "co_qualname", getattr(code, "co_name", caller))
+            await_it = "" if face.startswith("@") else f" and await {face}"  # a decorator awaits for its handler
+            msg = (
+                f"{name!r} is a plain def called in a running event loop: {face} cannot run its batch there without "
+                f"blocking the loop; make it async def{await_it} (nothing was processed)"
+            )
+            raise RuntimeError(msg)
+        return process()  # type: ignore[return-value]  # awaited by the coroutine that called us
 
-    async def _run(
-        self,
-        event: BatchEvent | None,
-        record_handler: Callable[..., Any],
-        context: LambdaContext | None,
-        records: list[Any] | None = None,
-    ) -> _Batch:
+    async def _run(self, call: _Call, event: BatchEvent | None) -> _Batch:
         from consumer.batch._async_run import AsyncBatchRun  # noqa: PLC0415 - asyncio costs sync users 15+ ms
 
-        started = time.perf_counter()
-        settings, handler, guard_passing, items = self._start(
-            event, record_handler, context, async_ok=True, records=records
-        )
-        if not self._store_reserved and settings.store is not None:  # a store thread per record that may run at once
-            as_async_store(settings.store, max_threads=settings.max_workers)
-            self._store_reserved = True
-        context = lambda_context_of(context)  # a durable function's: the Lambda context it carries sets the deadline
-        run = AsyncBatchRun(settings, handler, guard_passing, context, items)
+        run, started = self._start(call, event, AsyncBatchRun, async_ok=True)
         run.cancel_at_deadline = self.cancel_at_deadline
-        with Invocation(context):
+        store = run.settings.store
+        if not self._store_reserved and store is not None:  # a store thread per record that may run at once
+            as_async_store(store, max_threads=run.settings.max_workers)
+            self._store_reserved = True
+        with Invocation(run.context):
             try:
                 await run.arun()
             except BaseException as e:  # asyncio.CancelledError included; the batch comes back whole
                 stopped_by = run.propagating(e)  # a record's KeyboardInterrupt, not the cancellation it caused
-                self._report(settings, guard_passing, items, started, context, any_failed=True, interrupted=stopped_by)
+                self._report(run, started, any_failed=True, interrupted=stopped_by)
                 raise
-        return self._finish(settings, guard_passing, items, started, context)
+        return self._finish(run, started)
 
 
 def loop_running() -> bool:
@@ -311,6 +298,11 @@ def async_process_partial_response(
     thread), it returns an awaitable instead: ``await async_process_partial_response(...)``. Type checkers know the
     first form; in async code, ``await processor.process(event, record_handler, context)`` is typed as awaited.
 
+    Raises:
+        RuntimeError: Called by a plain ``def`` in a running event loop, as ``@async_batch_processor`` refuses it:
+            nothing there would await the batch (its outcome would be dropped unseen), and it cannot be run to its
+            end without blocking the loop. Make the caller ``async def`` and await the call. Nothing is run.
+
     Examples:
         >>> from persistence import InMemoryPersistenceLayer
         >>> from consumer import EventType
@@ -325,4 +317,8 @@ def async_process_partial_response(
     if not isinstance(processor, AsyncBatchProcessor):
         msg = f"async_process_partial_response takes an AsyncBatchProcessor, got {type(processor).__name__}"
         raise TypeError(msg)
-    return processor._run_here(processor.process(event, record_handler, context))  # noqa: SLF001 - one module
+    return processor._run_here(  # noqa: SLF001 - one module
+        lambda: processor.process(event, record_handler, context),
+        "async_process_partial_response(...)",
+        sys._getframe(1),  # noqa: SLF001 - the caller's frame: a coroutine awaits the call, a plain def cannot
+    )

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from consumer._async import settle
-from consumer._errors import IdempotencyAlreadyInProgressError
 from consumer._handlers import NO_GUARD
 from consumer.batch._holders import BatchHolders, Waited, await_holder
 from consumer.batch._run import BatchRun
@@ -26,6 +25,7 @@ from persistence import InlineStore, as_async_store
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
+    from consumer._errors import IdempotencyAlreadyInProgressError
     from consumer.guard import IdempotencyGuard
     from persistence import AsyncPersistenceLayer
 
@@ -44,8 +44,6 @@ class AsyncBatchRun(BatchRun):
     _queue: collections.deque[list[Item]] = field(default_factory=collections.deque)
     _workers: list[asyncio.Task[None]] = field(default_factory=list)
     _hiring: bool = False
-    _busy: int = 0  # workers running a group
-    _aholders: BatchHolders[asyncio.Event] | None = None  # records of several groups at once meet each other's locks
 
     async def arun(self) -> None:
         """Run every item; records sharing an ordering key run one after another, in order.
@@ -58,8 +56,9 @@ class AsyncBatchRun(BatchRun):
             self._store = as_async_store(self.settings.store)  # once per batch, not per record
         self._inline = self._store is None or isinstance(self._store, InlineStore)
         self._queue = collections.deque([self.items] if self.settings.max_workers == 1 else self.groups())
+        self._unstarted = len(self._queue)
         if self.settings.max_workers > 1:
-            self._aholders = BatchHolders(asyncio.Event)
+            self._holders = BatchHolders(asyncio.Event)
         workers = self._workers
         self._hire()  # the first worker; it calls in the others as soon as a record suspends
         timer = self._deadline_timer(workers)
@@ -115,7 +114,7 @@ class AsyncBatchRun(BatchRun):
                 self._hiring = True
                 asyncio.get_running_loop().call_soon(self._hire)
             group = queue.popleft()
-            self._busy += 1
+            self._unstarted, self._busy = self._unstarted - 1, self._busy + 1
             try:
                 for item in group:
                     await self._arun_item(item, number)
@@ -136,84 +135,54 @@ class AsyncBatchRun(BatchRun):
             except Exception as e:  # noqa: BLE001 - e.g. a serializer the function's annotation cannot name
                 self._failed(item, e, None)
                 return
-            conflict = await self._attempt(item, guard)
-            if conflict is None or not await self._awaited_holder(item, guard, conflict, retried):
+            conflict = None
+            try:
+                conflict = await self._aguarded(item, guard)
+                if conflict is None:
+                    self._succeeded(item, guard)
+                    return
+                on = self._wait_on(conflict, guard)
+                waited = on if isinstance(on, Waited) else await await_holder(*on, conflict, retried)
+            except Exception as e:  # noqa: BLE001 - any failure of one record is reported, never raised
+                self._failed(item, e, guard)
+                return
+            except asyncio.CancelledError as e:
+                self._cancelled(item, guard, e, waiting_on=conflict)
+                return
+            if not self._waited(item, conflict, guard, waited):
                 return
 
-    async def _attempt(self, item: Item, guard: IdempotencyGuard) -> IdempotencyAlreadyInProgressError | None:
-        """Run ``item`` in ``guard`` and record its outcome; or return the lock its enter met, to wait for."""
-        try:
-            conflict = await self._guarded_body(item, guard)
-        except Exception as e:  # noqa: BLE001 - any failure of one record is reported, never raised
-            self._failed(item, e, guard)
-            return None
-        except asyncio.CancelledError as e:
-            self._cancelled(item, guard, e)
-            return None
-        if conflict is None:
-            self._succeeded(item, guard)
-        return conflict
-
-    async def _awaited_holder(
-        self, item: Item, guard: IdempotencyGuard, conflict: IdempotencyAlreadyInProgressError, retried: set[str]
-    ) -> bool:
-        """Whether the lock ``item`` met was a record of this batch's, which has ended since: try again.
-
-        Otherwise the record failed (recorded here): another invocation's lock, no time left, or the deadline
-        timer cancelled the wait.
-        """
-        assert self._aholders is not None  # noqa: S101 - a conflict is returned only when records run at once
-        try:
-            # Groups no worker will take (a worker hired but not yet started takes one): a wait would hold them up.
-            if len(self._queue) > self.settings.max_workers - self._busy:
-                waited = Waited.NO_SPARE_WORKER
-            else:
-                waited = await await_holder(self._aholders, conflict, retried, self._wait_budget_s(conflict, guard))
-        except asyncio.CancelledError as e:
-            self._cancelled(item, guard, e, waiting_on=conflict)
-            return False
-        if waited is Waited.RETRY:
-            return True
-        self._unwaited(item, conflict, guard, waited)
-        return False
-
-    async def _guarded_body(self, item: Item, guard: IdempotencyGuard) -> IdempotencyAlreadyInProgressError | None:
-        """Run ``item``'s handler in ``guard``; or return the lock its enter met, when records run at once."""
-        holders = self._aholders
+    async def _aguarded(self, item: Item, guard: IdempotencyGuard) -> IdempotencyAlreadyInProgressError | None:
+        """:meth:`_guarded` as a task: run ``item``'s handler in ``guard``, or return the lock its enter met."""
+        holders = self._holders
         if holders is None:
             await self._entered_body(item, guard)
             return None
-        holders.begin(guard)
-        try:
+        with holders.trying(guard) as attempt:
             await self._entered_body(item, guard)
-        except IdempotencyAlreadyInProgressError as e:
-            if holders.entered(guard):
-                raise  # a guard nested in the body met it: the body failed, not a lock to wait for
-            return e
-        finally:  # a cancellation too: whoever waits on this record wakes
-            holders.end(guard)
-        return None
+        return attempt.conflict
 
     async def _entered_body(self, item: Item, guard: IdempotencyGuard) -> None:
         if self._own is not None:  # an @idempotent_function's guard on its own store: it picks its own face
             async with guard:
-                await self._body(item, guard)
+                await self._abody(item, guard)
         elif self._inline and guard.config.powertools_cutover is None:
             # A store called on the loop (or none): the guard's sync face, all its async one does. Not with a
             # cut-over: its read of the Powertools table is network I/O, which the async face runs in a thread.
             with guard:
-                await self._body(item, guard)
+                await self._abody(item, guard)
         else:
             guard._astore = self._store  # noqa: SLF001 - resolved once for the batch, not once per record
             async with guard:
-                await self._body(item, guard)
+                await self._abody(item, guard)
 
-    async def _body(self, item: Item, guard: IdempotencyGuard) -> None:
-        if self._aholders is not None:
-            self._aholders.hold(guard)  # entered: records of the batch meeting its lock wait for it
+    async def _abody(self, item: Item, guard: IdempotencyGuard) -> None:
+        """:meth:`_run_body` as a task: what an ``async def`` handler (or a plain one) returns is awaited first."""
+        if self._holders is not None:
+            self._holders.hold(guard)  # entered: records of the batch meeting its lock now wait for it
         record = self._input(item)
         result = self.handler(record) if self.guard_passing == NO_GUARD else self._call(record, guard)
-        if hasattr(type(result), "__await__"):  # an async handler (a plain def may return an awaitable too)
+        if hasattr(type(result), "__await__"):  # a plain def may return an awaitable too
             result = await result
         if result is not None or guard.result is None:  # a handler may set guard.result and return None
             guard.result = result

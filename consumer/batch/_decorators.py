@@ -101,7 +101,7 @@ def async_batch_processor(
         RuntimeError: A plain ``def`` handler was called in a running event loop, where the batch cannot be run to
             its end without blocking the loop: make the handler ``async def`` (nothing was processed).
     """
-    from consumer.batch._async_batch import AsyncBatchProcessor, loop_running  # noqa: PLC0415 - asyncio costs sync users
+    from consumer.batch._async_batch import AsyncBatchProcessor  # noqa: PLC0415 - asyncio costs sync users
 
     if not isinstance(processor, AsyncBatchProcessor):
         msg = f"@async_batch_processor takes an AsyncBatchProcessor, got {type(processor).__name__}"
@@ -117,13 +117,10 @@ def async_batch_processor(
         @functools.wraps(handler)
         def wrapper(event: Any, context: Any, **kwargs: Any) -> Any:
             _deprecated("async_batch_processor", "async_process_partial_response")
-            if loop_running():  # the batch could not be run to its end here: nothing is run
-                msg = (
-                    f"{getattr(handler, '__qualname__', handler)!r} is a plain def called in a running event loop: "
-                    "@async_batch_processor cannot run its batch there without blocking the loop; make it async def"
-                )
-                raise RuntimeError(msg)
-            processor._run_here(processor.process(event, record_handler, context))  # noqa: SLF001 - one face of it
+            # Refused in a running event loop (nothing is run): the batch could not be run to its end there.
+            processor._run_here(  # noqa: SLF001 - one face of it
+                lambda: processor.process(event, record_handler, context), "@async_batch_processor", handler
+            )
             return handler(event, context, **kwargs)
 
         return async_wrapper if is_async(handler) else wrapper  # type: ignore[return-value]  # wraps keeps it

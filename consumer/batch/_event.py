@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias, TypedDict
 
@@ -55,8 +54,15 @@ class BatchSummary:
     lock_lost: int = 0  # of the failed: their commit was refused, another invocation took the record over
 
 
+#: Each outcome with the summary field that counts it, read once: ``member.value`` is a Python-level property call.
+_COUNTED = tuple((outcome, outcome.value) for outcome in Outcome)
+_UNCOUNTED = dict.fromkeys((*Outcome, None), 0)  # None: a record left undecided
+
+
 def summarize(event_type: EventType, items: list[Item], duration_ms: float) -> BatchSummary:
-    counts = Counter(item.outcome for item in items)
+    counts = _UNCOUNTED.copy()
+    for item in items:
+        counts[item.outcome] += 1
     lost = 0
     if counts[Outcome.FAILED]:
         lost = sum(1 for i in items if i.outcome is Outcome.FAILED and isinstance(i.error, LockLostError))
@@ -65,7 +71,7 @@ def summarize(event_type: EventType, items: list[Item], duration_ms: float) -> B
         records=len(items),
         duration_ms=round(duration_ms, 3),
         lock_lost=lost,
-        **{outcome.value: counts[outcome] for outcome in Outcome},
+        **{name: counts[outcome] for outcome, name in _COUNTED},
     )
 
 

@@ -26,11 +26,13 @@ import threading
 import time
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
+from consumer._errors import IdempotencyAlreadyInProgressError
+
 if TYPE_CHECKING:
     import asyncio
     from collections.abc import Callable
+    from types import TracebackType
 
-    from consumer._errors import IdempotencyAlreadyInProgressError
     from consumer.guard import IdempotencyGuard
 
 
@@ -56,15 +58,35 @@ class Waited(enum.Enum):
 
 
 class _Attempt(Generic[EventT]):
-    """One record's try at its guard: whether it got past its acquire, and whether it ended."""
+    """One record's try at its guard: whether it got past its acquire, and whether it ended.
 
-    __slots__ = ("decided", "decided_event", "ended", "ended_event", "guard")
+    ``with holders.trying(guard):`` around the guard's ``with`` (or ``async with``) begins it, and ends it however
+    the block is left (a ``BaseException`` or a cancellation too: whoever waits on the record wakes). A lock the
+    guard's own enter met is kept as :attr:`conflict`, to wait for, and not raised; one met after the enter was met
+    by a guard nested in the body: the body failed, and it propagates.
+    """
 
-    def __init__(self, guard: IdempotencyGuard) -> None:
-        self.guard = guard
+    __slots__ = ("conflict", "decided", "decided_event", "ended", "ended_event", "guard", "holders")
+
+    def __init__(self, holders: BatchHolders[EventT], guard: IdempotencyGuard) -> None:
+        self.holders, self.guard = holders, guard
         self.decided = self.ended = False
         self.decided_event: EventT | None = None  # made when a record first waits on it
         self.ended_event: EventT | None = None
+        self.conflict: IdempotencyAlreadyInProgressError | None = None
+
+    def __enter__(self) -> _Attempt[EventT]:
+        self.holders.begin(self)
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> bool:
+        entered = self.holders.end(self)
+        if isinstance(exc, IdempotencyAlreadyInProgressError) and not entered:
+            self.conflict = exc
+            return True
+        return False
 
 
 class BatchHolders(Generic[EventT]):
@@ -80,10 +102,14 @@ class BatchHolders(Generic[EventT]):
         self._live: dict[int, _Attempt[EventT]] = {}  # tries under way, by id(guard): at most one per worker
         self._by_lease: dict[str, _Attempt[EventT]] = {}  # tries that took a lock, ended or not
 
-    def begin(self, guard: IdempotencyGuard) -> None:
-        """``guard`` is about to be entered."""
+    def trying(self, guard: IdempotencyGuard) -> _Attempt[EventT]:
+        """``guard``'s try, to enter (a ``with``) before the guard is entered."""
+        return _Attempt(self, guard)
+
+    def begin(self, attempt: _Attempt[EventT]) -> None:
+        """``attempt``'s guard is about to be entered."""
         with self._mutex:
-            self._live[id(guard)] = _Attempt(guard)
+            self._live[id(attempt.guard)] = attempt
 
     def hold(self, guard: IdempotencyGuard) -> None:
         """``guard`` was entered (its body runs next): a record meeting its lock now knows it by its lease."""
@@ -96,19 +122,19 @@ class BatchHolders(Generic[EventT]):
             if attempt.decided_event is not None:
                 attempt.decided_event.set()
 
-    def entered(self, guard: IdempotencyGuard) -> bool:
-        """Whether ``guard`` (before its try ended) got past its enter: a lock met since was met in its body."""
-        with self._mutex:
-            return self._live[id(guard)].decided
+    def end(self, attempt: _Attempt[EventT]) -> bool:
+        """``attempt`` ended (its lock committed or released, or never taken): wake whoever waits on it.
 
-    def end(self, guard: IdempotencyGuard) -> None:
-        """``guard``'s try ended (its lock committed or released, or never taken): wake whoever waits on it."""
+        Returns whether it got past its enter: a lock met since was met in its body.
+        """
         with self._mutex:
-            attempt = self._live.pop(id(guard))
+            del self._live[id(attempt.guard)]
+            entered = attempt.decided
             attempt.decided = attempt.ended = True
             for event in (attempt.decided_event, attempt.ended_event):
                 if event is not None:
                     event.set()
+            return entered
 
     def next_step(self, conflict: IdempotencyAlreadyInProgressError, retried: set[str]) -> Waited | EventT:
         """What a record that met ``conflict`` does next: try again, fail (not ours), or wait on an event.
@@ -148,8 +174,8 @@ class BatchHolders(Generic[EventT]):
         return event
 
 
-def wait_budget_s(conflict: IdempotencyAlreadyInProgressError, remaining_ms: int | None, now_ms: int) -> float | None:
-    """How long a record may wait for the holder of ``conflict``'s lock, in seconds; ``None``: no bound is known.
+def wait_deadline(conflict: IdempotencyAlreadyInProgressError, remaining_ms: int | None, now_ms: int) -> float | None:
+    """Until when (``time.monotonic()``) a record may wait for the holder of ``conflict``'s lock; ``None``: no bound.
 
     Args:
         conflict: The lock the record met; a wait ends by the holder's lock deadline, when the lock may be taken over.
@@ -160,7 +186,7 @@ def wait_budget_s(conflict: IdempotencyAlreadyInProgressError, remaining_ms: int
     existing = conflict.existing_record
     if existing is not None and existing.in_progress_expires_at is not None:
         bounds.append(existing.in_progress_expires_at - now_ms)
-    return min(bounds) / 1000 if bounds else None
+    return time.monotonic() + min(bounds) / 1000 if bounds else None
 
 
 def _next(
@@ -181,40 +207,34 @@ def _next(
 
 def wait_for_holder(
     holders: BatchHolders[threading.Event],
+    deadline: float | None,
     conflict: IdempotencyAlreadyInProgressError,
     retried: set[str],
-    budget_s: float | None,
 ) -> Waited:
-    """Wait (in this thread) until the record of this batch holding ``conflict``'s lock ended, ``budget_s`` at most.
+    """Wait (in this thread) until the record of this batch holding ``conflict``'s lock ended, ``deadline`` at most.
 
     Returns at once when another invocation holds the lock. ``retried``: see :meth:`BatchHolders.next_step`.
     """
-    deadline = None if budget_s is None else time.monotonic() + budget_s
-    while True:
-        step = _next(holders, conflict, retried, deadline)
-        if isinstance(step, Waited):
-            return step
+    while not isinstance(step := _next(holders, conflict, retried, deadline), Waited):
         event, left = step
         if not event.wait(left):
             return Waited.OUT_OF_TIME
+    return step
 
 
 async def await_holder(
     holders: BatchHolders[asyncio.Event],
+    deadline: float | None,
     conflict: IdempotencyAlreadyInProgressError,
     retried: set[str],
-    budget_s: float | None,
 ) -> Waited:
     """:func:`wait_for_holder` for the tasks of one event loop: the loop runs the holder meanwhile."""
     import asyncio  # noqa: PLC0415 - only async batches wait here: a sync function's cold start never imports it
 
-    deadline = None if budget_s is None else time.monotonic() + budget_s
-    while True:
-        step = _next(holders, conflict, retried, deadline)
-        if isinstance(step, Waited):
-            return step
+    while not isinstance(step := _next(holders, conflict, retried, deadline), Waited):
         event, left = step
         try:
             await asyncio.wait_for(event.wait(), left)
         except asyncio.TimeoutError:
             return Waited.OUT_OF_TIME
+    return step

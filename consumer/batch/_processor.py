@@ -10,8 +10,9 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from consumer._context import lambda_context_of, system_clock
 from consumer._errors import BatchProcessingError
 from consumer._handlers import LAMBDA_CONTEXT, OWN, handler_shape, refuse_dropped_cutover
 from consumer.batch._event import (
@@ -25,7 +26,7 @@ from consumer.batch._event import (
 )
 from consumer.batch._record_model import check_model
 from consumer.batch._report import Reporter, check_hook
-from consumer.batch._run import RunSettings
+from consumer.batch._run import BatchRun, RunSettings
 from consumer.observability import NOT_RUN, Item, resolve
 from consumer.sources import EventType, RecordT, failure_identifier, refuse_key_header, resolve_event_type
 
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
     from persistence import AsyncPersistenceLayer, PersistenceLayer
 
 logger = logging.getLogger("idempotent_consumer")
+
+RunT = TypeVar("RunT", bound=BatchRun)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,11 +83,12 @@ def _why(item: Item) -> str:
 
 @dataclass(slots=True)
 class _Call:
-    """``processor(records, handler, lambda_context)``, Powertools' older form, until its ``with`` block ends."""
+    """One call of ``process``: its handler and context, and in Powertools' older form the records of
+    ``processor(records, handler, lambda_context)``, kept until its ``with`` block ends."""  # noqa: D205, D209 - one sentence
 
-    records: list[Any]
     handler: Callable[..., Any]
     context: LambdaContext | None
+    records: list[Any] | None = None  # the older form's; None: the event's, given to process()
     batch: _Batch | None = None  # what process() made of it, read when the block ends
 
 
@@ -95,18 +99,19 @@ class _Processor(Generic[RecordT]):
         self,
         event_type: EventType,
         *,
-        store: PersistenceLayer | AsyncPersistenceLayer | None,
-        config: IdempotencyConfig | None,
         workers: int,
-        deadline_margin_ms: int,
-        stop_on_first_failure: bool,
-        skip_group_on_error: bool,
-        raise_on_entire_batch_failure: bool,
-        clock: Clock,
-        on_outcome: OutcomeHook | None,
-        metrics: Metrics | bool | None,
-        model: type[Any] | None,
+        store: PersistenceLayer | AsyncPersistenceLayer | None = None,
+        config: IdempotencyConfig | None = None,
+        deadline_margin_ms: int = 1000,
+        stop_on_first_failure: bool = False,
+        skip_group_on_error: bool = False,
+        raise_on_entire_batch_failure: bool = True,
+        clock: Clock = system_clock,
+        on_outcome: OutcomeHook | None = None,
+        metrics: Metrics | bool | None = None,
+        model: type[Any] | None = None,
     ) -> None:
+        """Check and keep the options both processors take (``workers``: ``max_workers`` or ``max_concurrency``)."""
         check_model(model)
         if deadline_margin_ms < 0:
             raise ValueError(f"deadline_margin_ms must not be negative, got {deadline_margin_ms}")
@@ -186,8 +191,8 @@ class _Processor(Generic[RecordT]):
         Raises:
             UnexpectedBatchTypeError: ``records`` is not a list.
         """
-        call = _Call(refuse_kafka_without_cluster(self.event_type, self._settings.config, checked_records(records)),
-                     handler, lambda_context)  # fmt: skip
+        records = refuse_kafka_without_cluster(self.event_type, self._settings.config, checked_records(records))
+        call = _Call(handler, lambda_context, records)
         self._calls.set((*self._calls.get(), call))
         return self
 
@@ -225,8 +230,11 @@ class _Processor(Generic[RecordT]):
         if call.batch.error is not None:
             raise call.batch.error
 
-    def _block_call(self) -> _Call:
-        """The ``processor(records, handler)`` call of this thread's (or task's) block, for ``process()``."""
+    def _block_call(self, event: BatchEvent | None) -> _Call:
+        """The ``processor(records, handler)`` call of this thread's (or task's) block, for ``process()`` without
+        arguments (an event without a handler is refused)."""  # noqa: D205, D209 - one sentence
+        if event is not None:
+            raise TypeError("process(event, record_handler, context): record_handler is missing")
         calls = self._calls.get()
         if not calls:
             msg = (
@@ -242,21 +250,16 @@ class _Processor(Generic[RecordT]):
         """The last batch processed by this thread (or task)."""
         return self._last.get(None)
 
-    def _start(
-        self,
-        event: BatchEvent | None,
-        record_handler: Callable[..., Any],
-        context: LambdaContext | None,
-        *,
-        async_ok: bool,
-        records: list[Any] | None = None,
-    ) -> tuple[RunSettings, Callable[..., Any], str, list[Item]]:
-        """Check the handler and parse the event (or ``records``, the older form's): the run's settings, the handler
-        to call, how it gets the guard, and the items.
+    def _start(self, call: _Call, event: BatchEvent | None, run: type[RunT], *, async_ok: bool) -> tuple[RunT, float]:
+        """Check the handler and parse the event (or the older form's records): the run over them, not started.
 
-        A handler with a ``lambda_context`` parameter is given the context by it, as Powertools' processor does.
-        """  # noqa: D205 - one sentence
+        Returned with when the batch was taken (``time.perf_counter()``), the summary's duration. A handler with a
+        ``lambda_context`` parameter is given the context by it, as Powertools' processor does; an ``async def`` one
+        is refused unless ``async_ok`` (the async processor).
+        """
+        started = time.perf_counter()
         self._keep(None)  # an invocation that raises leaves no summary of an earlier batch behind
+        record_handler = call.handler
         shape = handler_shape(record_handler, async_ok=async_ok)
         if shape.guard_passing == OWN:
             refuse_dropped_cutover(self._settings.config, record_handler)
@@ -268,20 +271,22 @@ class _Processor(Generic[RecordT]):
                 type(self).__name__,
             )
         if shape.lambda_context and shape.guard_passing != OWN:
-            record_handler = functools.partial(record_handler, **{LAMBDA_CONTEXT: context})
-        raws = records if records is not None else records_of({} if event is None else event, self.event_type)
+            record_handler = functools.partial(record_handler, **{LAMBDA_CONTEXT: call.context})
+        raws = call.records
+        if raws is None:
+            raws = records_of({} if event is None else event, self.event_type)
         event_type = resolve_event_type(self.event_type, raws)
         items = parse(event_type, raws)
-        settings = dataclasses.replace(self._settings, event_type=event_type)
-        return settings, record_handler, shape.guard_passing, items
+        settings = self._settings
+        if event_type is not settings.event_type:  # an SQS processor's FIFO queue, say
+            settings = dataclasses.replace(settings, event_type=event_type)
+        # A durable function's context: the Lambda context it carries sets the deadline.
+        return run(settings, record_handler, shape.guard_passing, lambda_context_of(call.context), items), started
 
     def _report(
         self,
-        settings: RunSettings,
-        guard_passing: str,
-        items: list[Item],
+        run: BatchRun,
         started: float,
-        context: LambdaContext | None,
         *,
         any_failed: bool,
         interrupted: BaseException | None = None,
@@ -289,30 +294,25 @@ class _Processor(Generic[RecordT]):
         error: BatchProcessingError | None = None,
     ) -> _Batch:
         """Keep the summary (``processor.summary``) and report it: logs, metrics, the outcome hook."""
+        settings, items = run.settings, run.items
         summary = summarize(settings.event_type, items, (time.perf_counter() - started) * 1000)
         batch = _Batch(items, summary, response, error)
         self._keep(batch)
-        by_design = settings.store is None and guard_passing != OWN  # warned once when the processor first ran
+        by_design = settings.store is None and run.guard_passing != OWN  # warned once when the processor first ran
         self._reporter.report(
             settings,
             items,
             summary,
-            context,
+            run.context,
             any_failed=any_failed,
             unguarded_by_design=by_design,
             interrupted=interrupted,
         )
         return batch
 
-    def _finish(
-        self,
-        settings: RunSettings,
-        guard_passing: str,
-        items: list[Item],
-        started: float,
-        context: LambdaContext | None,
-    ) -> _Batch:
+    def _finish(self, run: BatchRun, started: float) -> _Batch:
         """Build the partial batch response and the error to raise if every record failed; keep and report them."""
+        items = run.items
         failures = [i for i in items if i.outcome is None or not i.outcome.succeeded]
         response: PartialBatchResponse = {
             "batchItemFailures": [{"itemIdentifier": failure_identifier(i.record, i.item_id)} for i in failures]
@@ -321,9 +321,7 @@ class _Processor(Generic[RecordT]):
         if failures and len(failures) == len(items) and self.raise_on_entire_batch_failure:
             errors = [(i.item_id, i.error or RuntimeError(_not_run(i))) for i in failures]
             error = BatchProcessingError(errors, response)
-        return self._report(
-            settings, guard_passing, items, started, context, any_failed=bool(failures), response=response, error=error
-        )
+        return self._report(run, started, any_failed=bool(failures), response=response, error=error)
 
 
 def _not_run(item: Item) -> str:

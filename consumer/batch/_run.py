@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from consumer._errors import AlreadyProcessed, IdempotencyAlreadyInProgressError, IdempotencyKeyError
 from consumer._handlers import LAMBDA_CONTEXT, NO_GUARD, OWN, POSITIONAL, guarded_function, handler_shape
 from consumer._reports import idempotency_disabled
-from consumer.batch._holders import BatchHolders, Waited, wait_budget_s, wait_for_holder
+from consumer.batch._holders import BatchHolders, Waited, wait_deadline, wait_for_holder
 from consumer.batch._record_model import parsed
 from consumer.guard import IdempotencyGuard
 from consumer.observability import Item, Outcome
@@ -66,9 +66,10 @@ class BatchRun:
     _own_context: bool = field(init=False, default=False)
     _own_call: Callable[..., Any] | None = field(init=False, default=None)  # the undecorated function (bound)
     _remaining: Callable[[], int] | None = field(init=False, default=None)
-    _holders: BatchHolders[threading.Event] | None = field(init=False, default=None)  # records run at once
+    # Records of several groups run at once (threads, or tasks of a loop): they may meet each other's locks.
+    _holders: BatchHolders[Any] | None = field(init=False, default=None)
     _unstarted: int = field(init=False, default=0)  # groups not started yet
-    _busy: int = field(init=False, default=0)  # workers of the pool running a group
+    _busy: int = field(init=False, default=0)  # workers (threads, or tasks) running a group
 
     def __post_init__(self) -> None:
         """An ``@idempotent_function`` record handler runs in its own guard, not in a second one of ours.
@@ -171,10 +172,10 @@ class BatchRun:
                 if conflict is None:
                     self._succeeded(item, g)
                     return
-                waited = self._wait_for_holder(conflict, g, retried)
-                if waited is Waited.RETRY:
+                on = self._wait_on(conflict, g)
+                waited = on if isinstance(on, Waited) else wait_for_holder(*on, conflict, retried)
+                if self._waited(item, conflict, g, waited):
                     continue  # the holder was a record of this batch, and it ended: try again
-                self._unwaited(item, conflict, g, waited)
             except Exception as e:  # noqa: BLE001 - any failure of one record is reported, never raised
                 self._failed(item, e, g)
             return
@@ -189,18 +190,10 @@ class BatchRun:
             with g:
                 self._run_body(item, g)
             return None
-        holders.begin(g)
-        try:
-            with g:
-                holders.hold(g)
-                self._run_body(item, g)
-        except IdempotencyAlreadyInProgressError as e:
-            if holders.entered(g):
-                raise  # a guard nested in the body met it: the body failed, not a lock to wait for
-            return e
-        finally:  # a BaseException too: whoever waits on this record wakes
-            holders.end(g)
-        return None
+        with holders.trying(g) as attempt, g:
+            holders.hold(g)  # entered: records of the batch meeting its lock now wait for it
+            self._run_body(item, g)
+        return attempt.conflict
 
     def _input(self, item: Item) -> Any:
         """What the handler is given: the typed record, or with a ``model`` the record parsed into it."""
@@ -213,35 +206,36 @@ class BatchRun:
         if result is not None or g.result is None:  # a handler may set guard.result and return None
             g.result = result
 
-    def _wait_budget_s(self, conflict: IdempotencyAlreadyInProgressError, guard: IdempotencyGuard) -> float | None:
-        """How long a record may wait for a record of this batch holding its key: until the deadline margin."""
-        remaining = None if self._remaining is None else self._remaining() - self.settings.deadline_margin_ms
-        return wait_budget_s(conflict, remaining, int(guard.clock() * 1000))
-
-    def _wait_for_holder(
-        self, conflict: IdempotencyAlreadyInProgressError, guard: IdempotencyGuard, retried: set[str]
-    ) -> Waited:
-        """Wait for the record of this batch holding the lock ``conflict`` met, if it is one of ours."""
+    def _wait_on(
+        self, conflict: IdempotencyAlreadyInProgressError, guard: IdempotencyGuard
+    ) -> Waited | tuple[BatchHolders[Any], float | None]:
+        """What a record that met ``conflict`` waits on: the batch's holders, and until when at most (until the
+        deadline margin); or ``NO_SPARE_WORKER``, not to wait, when groups of this batch wait for a worker that no
+        idle one will take (one started but not yet running a group takes one): a wait would hold them up."""  # noqa: D205, D209 - one sentence
         assert self._holders is not None  # noqa: S101 - a conflict is returned only when records run at once
         with self._lock:
-            queued = self._unstarted - (self.settings.max_workers - self._busy)  # groups no idle worker will take
-        if queued > 0:  # a wait would hold up a group that has no worker to run it
-            return Waited.NO_SPARE_WORKER
-        return wait_for_holder(self._holders, conflict, retried, self._wait_budget_s(conflict, guard))
+            if self._unstarted > self.settings.max_workers - self._busy:
+                return Waited.NO_SPARE_WORKER
+        remaining = None if self._remaining is None else self._remaining() - self.settings.deadline_margin_ms
+        return self._holders, wait_deadline(conflict, remaining, int(guard.clock() * 1000))
 
-    def _unwaited(
+    def _waited(
         self, item: Item, conflict: IdempotencyAlreadyInProgressError, guard: IdempotencyGuard, waited: Waited
-    ) -> None:
-        """``item`` met a lock it did not wait out: it is in progress elsewhere, or deferred.
+    ) -> bool:
+        """Whether ``item`` tries its guard again: the lock it met was a record of this batch's, which ended since.
 
-        Deferred: it waited for a record of its own batch until the deadline margin (with a Lambda context, the
-        margin comes before the holder's lock deadline), and was not run for lack of time.
+        Otherwise it failed (recorded here): another invocation's lock (in progress), or deferred: it waited for a
+        record of its own batch until the deadline margin (with a Lambda context, the margin comes before the
+        holder's lock deadline), and was not run for lack of time.
         """
+        if waited is Waited.RETRY:
+            return True
         if waited is Waited.OUT_OF_TIME and self._remaining is not None:
             item.key = guard.key
             self._fail(item, Outcome.DEFERRED, conflict)
         else:
             self._failed(item, conflict, guard)
+        return False
 
     @staticmethod
     def _succeeded(item: Item, guard: IdempotencyGuard) -> None:

@@ -41,33 +41,30 @@ RecordHandler: TypeAlias = (
 )
 
 
-class BatchOptions(TypedDict, total=False):
+class _Options(TypedDict, total=False):
+    """The options both processors take after ``event_type`` and ``store``."""
+
+    config: IdempotencyConfig | None
+    deadline_margin_ms: int
+    stop_on_first_failure: bool
+    skip_group_on_error: bool
+    raise_on_entire_batch_failure: bool
+    clock: Clock
+    on_outcome: OutcomeHook | None
+    metrics: Metrics | bool | None
+
+
+class BatchOptions(_Options, total=False):
     """``BatchProcessor``'s options after ``event_type`` and ``store``, as its overloads take them."""
 
-    config: IdempotencyConfig | None
     max_workers: int
-    deadline_margin_ms: int
-    stop_on_first_failure: bool
-    skip_group_on_error: bool
-    raise_on_entire_batch_failure: bool
-    clock: Clock
-    on_outcome: OutcomeHook | None
-    metrics: Metrics | bool | None
 
 
-class AsyncBatchOptions(TypedDict, total=False):
+class AsyncBatchOptions(_Options, total=False):
     """``AsyncBatchProcessor``'s options after ``event_type`` and ``store``, as its overloads take them."""
 
-    config: IdempotencyConfig | None
     max_concurrency: int
-    deadline_margin_ms: int
     cancel_at_deadline: bool
-    stop_on_first_failure: bool
-    skip_group_on_error: bool
-    raise_on_entire_batch_failure: bool
-    clock: Clock
-    on_outcome: OutcomeHook | None
-    metrics: Metrics | bool | None
 
 
 __all__ = ["AsyncBatchOptions", "BatchOptions", "KeywordGuardHandler", "RecordHandler", "RecordT"]

@@ -32,12 +32,12 @@ a record (:class:`Outcome`, :class:`Item`) is defined here, for the processor, t
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import logging
-from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from consumer._reports import EXCEPTION_TYPE, REQUEST_ID, SOURCE, SUMMARY, emit, fields, request_id
+from consumer._reports import EXCEPTION_TYPE, REQUEST_ID, SOURCE, SUMMARY, emit, enabled, fields, request_id
 from persistence import LockLostError
 
 if TYPE_CHECKING:
@@ -72,9 +72,15 @@ NOT_RUN = {
 }
 
 
-@dataclass(slots=True)
+#: An :class:`Item`'s attributes, in the order it is built, shown and compared by.
+_ITEM_ATTRIBUTES = ("raw", "record", "item_id", "group", "outcome", "error", "result", "key", "release_error")
+
+
 class Item:
     """One record of a batch and what became of it (what ``on_outcome`` hooks and ``processor.items`` get).
+
+    Shown and compared by its attributes, as a dataclass would be; written by hand because a dataclass's methods
+    are compiled when its module is imported, on every cold start.
 
     Attributes:
         raw: The record as Lambda delivered it.
@@ -90,15 +96,45 @@ class Item:
         release_error: Set when releasing its lock after it failed failed as well.
     """
 
-    raw: Mapping[str, Any]
-    record: Record
-    item_id: str
-    group: str | None
-    outcome: Outcome | None = None
-    error: BaseException | None = None
-    result: Any = None
-    key: str | None = None
-    release_error: BaseException | None = None
+    __slots__ = _ITEM_ATTRIBUTES
+    __hash__ = None  # type: ignore[assignment]  # changed as the batch runs: unhashable, as a dataclass with eq is
+
+    def __init__(  # noqa: PLR0917 - one argument per attribute, in order
+        self,
+        raw: Mapping[str, Any],
+        record: Record,
+        item_id: str,
+        group: str | None,
+        outcome: Outcome | None = None,
+        error: BaseException | None = None,
+        result: Any = None,
+        key: str | None = None,
+        release_error: BaseException | None = None,
+    ) -> None:
+        """A record of the batch; its outcome is set once it is decided."""
+        self.raw = raw
+        self.record = record
+        self.item_id = item_id
+        self.group = group
+        self.outcome = outcome
+        self.error = error
+        self.result = result
+        self.key = key
+        self.release_error = release_error
+
+    def _attributes(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in _ITEM_ATTRIBUTES)
+
+    def __repr__(self) -> str:
+        """``Item(raw=..., record=..., ...)``, every attribute by name."""
+        shown = ", ".join(f"{name}={value!r}" for name, value in zip(_ITEM_ATTRIBUTES, self._attributes(), strict=True))
+        return f"{type(self).__name__}({shown})"
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to an ``Item`` whose attributes are all equal."""
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._attributes() == other._attributes()
 
 
 #: Outcomes that are not among :class:`Outcome`'s values: a refinement of ``failed``, and the failure of the
@@ -157,9 +193,18 @@ def log_item(item: Item, event_source: str, context: LambdaContext | None, deadl
     emit(level, "record %s %s", item.item_id, what, extra=extra, exc_info=traceback_of)
 
 
+def _counts(summary: BatchSummary) -> dict[str, Any]:
+    """The summary's fields by name: ``dataclasses.asdict`` without its deep copy (every field is a number or a
+    string), which cost an invocation more than the rest of its log line."""  # noqa: D205, D209 - one sentence
+    return {field.name: getattr(summary, field.name) for field in dataclasses.fields(summary)}
+
+
 def log_summary(summary: BatchSummary, context: LambdaContext | None, *, any_failed: bool) -> None:
     """Log the invocation's summary: INFO when every record succeeded, WARNING when any was reported failed."""
-    counts = asdict(summary)
+    level = logging.WARNING if any_failed else logging.INFO
+    if not enabled(level):  # Lambda's default level is WARNING: a batch that succeeded builds no line
+        return
+    counts = _counts(summary)
     shown = ", ".join(
         f"{counts[name]} {name.replace('_', ' ')}"
         for name in ("processed", "replayed", "unguarded", "failed", "lock_lost", "in_progress", "skipped", "deferred")
@@ -167,7 +212,7 @@ def log_summary(summary: BatchSummary, context: LambdaContext | None, *, any_fai
     )
     extra = {SUMMARY: counts, SOURCE: summary.event_type, REQUEST_ID: request_id(context)}
     emit(
-        logging.WARNING if any_failed else logging.INFO,
+        level,
         "batch processed: %d %s %s%s (%.1f ms)",
         summary.records,
         summary.event_type,
@@ -180,7 +225,7 @@ def log_summary(summary: BatchSummary, context: LambdaContext | None, *, any_fai
 
 def log_interrupted(summary: BatchSummary, undecided: int, error: BaseException, context: LambdaContext | None) -> None:
     """Log a batch that a ``BaseException`` stopped before every record had its outcome (ERROR, with its traceback)."""
-    extra = {SUMMARY: asdict(summary), SOURCE: summary.event_type, REQUEST_ID: request_id(context)}
+    extra = {SUMMARY: _counts(summary), SOURCE: summary.event_type, REQUEST_ID: request_id(context)}
     extra[EXCEPTION_TYPE] = type(error).__name__
     emit(
         logging.ERROR,

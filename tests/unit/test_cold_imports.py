@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -19,6 +20,8 @@ DEFERRED = (
     "consumer.sources._record_views",
     "consumer.batch._async_batch",
     "consumer.powertools",
+    "consumer.decorators",
+    "consumer.observability.metrics",
 )
 
 
@@ -28,3 +31,23 @@ def test_importing_the_library_leaves_what_a_dynamodb_consumer_does_not_use():
     code = f"import sys, consumer, persistence; print([m for m in {DEFERRED!r} if m in sys.modules])"
     shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert shown.strip() == "[]"
+
+
+def test_a_batch_with_metrics_off_never_imports_the_metrics_module_and_one_with_them_on_does():
+    # Metrics are off by default: the module holding their configuration (a frozen dataclass, built when imported)
+    # is imported by a processor whose option or environment may turn them on, and by the first use of its name.
+    code = (
+        "import sys; from consumer import BatchProcessor, EventType; from persistence import InMemoryPersistenceLayer;"
+        "p = BatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer(), metrics=eval(sys.argv[1]));"
+        "p.process({'Records': [{'messageId': 'm', 'body': '{}', 'eventSource': 'aws:sqs'}]}, lambda r: 'ok');"
+        "print('consumer.observability.metrics' in sys.modules)"
+    )
+    for option, environment, imported in (("None", {}, False), ("False", {"IDEMPOTENCY_METRICS": "1"}, False),
+                                          ("True", {}, True), ("None", {"IDEMPOTENCY_METRICS": "1"}, True),
+                                          ("None", {"IDEMPOTENCY_METRICS": "0"}, True)):  # fmt: skip
+        shown = subprocess.run([sys.executable, "-c", code, option], capture_output=True, text=True, check=True,
+                               env={**os.environ, **environment}).stdout  # fmt: skip
+        assert shown.split()[-1] == str(imported), (option, environment)
+    code = "import consumer, consumer.observability as o; assert consumer.Metrics is o.Metrics; print(o.Metrics())"
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert shown.startswith("Metrics(namespace='IdempotentConsumer'")

@@ -131,3 +131,16 @@ def test_a_cached_record_is_trusted_for_its_max_age_to_the_millisecond():
     assert cache.get("k", at + 30_000) is record
     assert cache.get("k", at + 30_001) is None  # and dropped: the store is asked again
     assert len(cache) == 0
+
+
+def test_config_is_shown_compared_and_hashed_by_its_fields_as_a_dataclass_is():
+    config = IdempotencyConfig(event_key_jmespath="messageId", use_local_cache=True)
+    assert repr(config).startswith("IdempotencyConfig(event_key_jmespath='messageId', payload_validation_jmespath=None")
+    assert "key_expression" not in repr(config)  # what it compiles is not shown, nor compared
+    same = IdempotencyConfig(event_key_jmespath="messageId", use_local_cache=True)
+    assert config == same
+    assert hash(config) == hash(same)
+    assert config.local_caches is not same.local_caches
+    assert config != dataclasses.replace(config, lock_grace_ms=5)
+    assert config != "IdempotencyConfig"
+    assert len({config, same, IdempotencyConfig()}) == 2

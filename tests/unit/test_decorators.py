@@ -50,6 +50,36 @@ def test_idempotent_handler_registers_the_context_for_nested_functions(face):
     assert current_lambda_context() is None  # registered for the length of the call only
 
 
+def test_a_handler_called_by_keyword_commits_once_and_replays(face):
+    store, calls, context = InMemoryPersistenceLayer(), [], FakeContext()
+
+    def handler(evt, ctx):  # passed on positionally, as Powertools does: the names are the handler's own
+        calls.append((evt["id"], ctx))
+        return len(calls)
+
+    decorated = idempotent(store=store, clock=FakeClock())(face.define(handler))
+    assert face.call(decorated, event=EVENT, context=context) == 1
+    assert face.call(decorated, EVENT, context=context) == 1  # replayed
+    assert face.call(decorated, context=None, event=EVENT) == 1
+    assert calls == [("e-1", context)]
+    assert len(list(store.scan())) == 1
+
+
+def test_a_handler_called_without_its_context_fails_naming_it_and_runs_nothing(face):
+    store, calls = InMemoryPersistenceLayer(), []
+
+    def handler(event, context):
+        calls.append(event)
+
+    decorated = idempotent(store=store)(face.define(handler))
+    with pytest.raises(TypeError, match=r"\.handler\(\) missing 1 required positional argument: 'context'"):
+        face.call(decorated, EVENT)
+    with pytest.raises(TypeError, match=r"\.handler\(\) got an unexpected keyword argument 'ctx'"):
+        face.call(decorated, EVENT, ctx=None)
+    assert calls == []
+    assert list(store.scan()) == []
+
+
 def test_failed_handler_can_run_again(face):
     store, calls = InMemoryPersistenceLayer(), []
 

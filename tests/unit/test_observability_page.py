@@ -90,7 +90,6 @@ def written():
     ticks = iter([100.0, 100.0042])
     patch = pytest.MonkeyPatch()
     clock = types.SimpleNamespace(perf_counter=lambda: next(ticks))  # read when the batch starts and ends
-    patch.setattr("consumer.batch.time", clock)
     patch.setattr("consumer.batch._processor.time", clock)
     patch.setenv("AWS_LAMBDA_FUNCTION_NAME", "orders")
     stdout = io.StringIO()

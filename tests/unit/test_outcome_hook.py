@@ -127,3 +127,20 @@ def test_an_awaitable_a_hook_returns_is_closed_and_logged(caplog):
     assert response == {"batchItemFailures": []}
     (line,) = [r.getMessage() for r in caplog.records]
     assert line.startswith("on_outcome hook returned an awaitable for record m-1")
+
+
+def test_an_item_is_shown_and_compared_by_its_attributes_and_is_not_hashable():
+    item = Item({"messageId": "m-1"}, "typed", "m-1", None, Outcome.PROCESSED, result={"done": 1}, key="k")
+    assert repr(item) == (
+        "Item(raw={'messageId': 'm-1'}, record='typed', item_id='m-1', group=None, outcome=<Outcome.PROCESSED: "
+        "'processed'>, error=None, result={'done': 1}, key='k', release_error=None)"
+    )
+    same = Item({"messageId": "m-1"}, "typed", "m-1", None, Outcome.PROCESSED, result={"done": 1}, key="k")
+    assert item == same
+    same.outcome = Outcome.FAILED
+    assert item != same
+    assert item != ("m-1",)
+    with pytest.raises(TypeError):
+        hash(item)
+    with pytest.raises(AttributeError):
+        item.other = 1  # type: ignore[attr-defined]

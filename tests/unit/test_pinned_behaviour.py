@@ -463,7 +463,6 @@ def test_an_entire_fifo_batch_failure_names_the_skipped_records_outcome_in_words
 def test_the_summary_duration_is_the_call_in_milliseconds_rounded_to_microseconds(store, monkeypatch):
     ticks = iter([100.0, 100.0123456])
     clock = types.SimpleNamespace(perf_counter=lambda: next(ticks))  # read when the batch starts and ends
-    monkeypatch.setattr("consumer.batch.time", clock)
     monkeypatch.setattr("consumer.batch._processor.time", clock)
     processor = BatchProcessor(EventType.SQS, store=store)
     process_partial_response(sqs_event(sqs_record("m-1", 1)), lambda r: None, processor)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import decimal
+import json
+import uuid
 
 import pytest
 from fakes import FakeClock, FakeContext
@@ -73,6 +76,16 @@ def test_the_users_functions_replace_the_built_in_ones_as_in_powertools():
         book({"body": '{"id": 1}'}, None)
 
 
+def test_empty_jmespath_options_are_the_built_in_functions_as_in_powertools():
+    config = IdempotencyConfig(event_key_jmespath="powertools_json(body).id", jmespath_options={})
+    ran = []
+    book = idempotent(persistence_store=InMemoryPersistenceLayer(), config=config)(lambda event, context: ran.append(1))
+    book({"body": '{"id": 1}'}, None)
+    book({"body": '{"id": 1, "retry": true}'}, None)  # the same id: replayed
+    assert ran == [1]
+    assert IdempotencyConfig(key_header="Idempotency-Key", jmespath_options={}).key_header == "Idempotency-Key"
+
+
 def test_jmespath_options_that_jmespath_does_not_take_or_a_key_header_beside_them_are_refused():
     with pytest.raises(IdempotencyConfigError, match=r"jmespath\.Options"):
         IdempotencyConfig(jmespath_options={"functions": Normalising()})
@@ -137,5 +150,46 @@ def test_a_response_hook_reads_the_record_by_powertools_names():
         "x-expires": dt.datetime.fromtimestamp(record.expires_at).isoformat(),  # noqa: DTZ006 - naive, as there
     }
     assert (record.idempotency_key, record.expiry_timestamp) == (record.key, record.expires_at)
-    assert (record.response_data, record.in_progress_expiry_timestamp) == (record.response, None)
+    assert (record.response_data, record.in_progress_expiry_timestamp) == ('{"placed": "o-1"}', None)
     assert record.response_json_as_dict() == {"placed": "o-1"}
+
+
+def test_a_response_hook_reads_the_response_as_powertools_stores_it_not_our_encoding():
+    seen = []
+
+    def read(response, idempotent_data):
+        seen.append((idempotent_data.response_json_as_dict(), idempotent_data.response_data))
+        return response
+
+    at = dt.datetime(2026, 11, 26, 8, 0, tzinfo=dt.timezone.utc)
+    result = {
+        "total": decimal.Decimal("1.50"),
+        "items": ("a", ("b", 2)),
+        "at": at,
+        "day": at.date(),
+        "blob": b"\x00\xff",
+        "tags": {"y", "x"},
+        "id": uuid.UUID(int=7),
+        "by_number": {1: "one", (2, 3): "pair"},
+        "plain": [None, True, 0.5],
+    }
+    config = IdempotencyConfig(event_key_jmespath="order", response_hook=read)
+    place = idempotent_function(
+        data_keyword_argument="order", store=InMemoryPersistenceLayer(), config=config, name="place"
+    )(lambda order: result)
+    place(order={"order": "o-1"})
+    assert place(order={"order": "o-1"}) == result  # the replay itself is exact
+    ((as_json, text),) = seen
+    assert as_json == {
+        "total": "1.50",  # Powertools' encoder writes a Decimal as its text
+        "items": ["a", ["b", 2]],
+        "at": "2026-11-26T08:00:00+00:00",
+        "day": "2026-11-26",
+        "blob": "AP8=",
+        "tags": ["x", "y"],
+        "id": "00000000-0000-0000-0000-000000000007",
+        "by_number": {"1": "one", "[2, 3]": "pair"},
+        "plain": [None, True, 0.5],
+    }
+    assert json.loads(text) == as_json
+    assert "__ic__" not in text

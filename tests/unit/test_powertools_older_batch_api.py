@@ -332,6 +332,39 @@ def test_async_process_partial_response_called_from_sync_code_returns_the_respon
     assert (processor.summary.replayed, processor.summary.failed) == (1, 1)  # the caller's own summary, not stale
 
 
+def test_async_process_partial_response_from_a_plain_def_in_a_running_loop_runs_nothing_and_says_why():
+    # It returned a coroutine there, which the plain def handed on as its response: unawaited, the whole batch's
+    # outcome was dropped in silence. Refused instead, as @async_batch_processor refuses a plain def there.
+    store = InMemoryPersistenceLayer()
+    processor = AsyncBatchProcessor(EventType.SQS, store=store)
+
+    def lambda_handler(event, context):
+        return async_process_partial_response(event, async_body_as_int, processor, context)
+
+    async def main():
+        return lambda_handler(sqs_event(sqs_record("a", 1)), None)
+
+    with pytest.raises(RuntimeError, match=r"'.*lambda_handler' is a plain def .* make it async def and await"):
+        asyncio.run(main())
+    assert list(store.scan()) == []
+
+
+def test_async_process_from_a_plain_def_in_a_running_loop_runs_nothing_and_says_why():
+    store = InMemoryPersistenceLayer()
+    processor = AsyncBatchProcessor(EventType.SQS, store=store)
+
+    def lambda_handler(event, context):
+        with processor(event["Records"], async_body_as_int, context):
+            return processor.async_process()
+
+    async def main():
+        return lambda_handler(sqs_event(sqs_record("a", 1)), None)
+
+    with pytest.raises(RuntimeError, match=r"'.*lambda_handler' is a plain def .* make it async def and await"):
+        asyncio.run(main())
+    assert list(store.scan()) == []
+
+
 def test_async_process_partial_response_is_awaited_in_a_coroutine():
     processor = AsyncBatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer())
 

@@ -142,7 +142,10 @@ def outcomes(tmp_path_factory) -> dict[str, dict[str, str]]:
     home = tmp_path_factory.mktemp("user_project")
     (home / "test_my_store.py").write_text(USER_TESTS, encoding="utf-8")
     report = home / "report.xml"
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}"]
+    # One seed: the state machine's search is the same every run (under load, a random one once missed the bug of
+    # ReleaseIgnoresStatus in 30 examples); each test below names the failure that seed's search finds.
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--hypothesis-seed=0"]
+    command.append(f"--junitxml={report}")
     result = subprocess.run(command, cwd=home, capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode in (0, 1), result.stdout + result.stderr
     found: dict[str, dict[str, str]] = {}
