@@ -11,7 +11,8 @@ import sqlite3
 import pytest
 from records import HOUR_S, NOW_MS, NOW_S, done, lock
 
-from persistence import PersistenceLayerError
+from persistence import IdempotencyRecord, PersistenceLayerError, RecordStatus
+from persistence._base import decode_record
 
 MISSING = object()
 # attribute -> value, as (DynamoDB attribute value, SQLite column value); MISSING leaves it out.
@@ -100,3 +101,45 @@ def test_acquire_blocked_by_a_foreign_item_is_a_persistence_error_naming_the_key
     with pytest.raises(PersistenceLayerError) as caught:
         foreign_store.acquire(lock("fn#foreign"), NOW_MS)
     _assert_names(caught, "fn#foreign")
+
+
+# -- the one decoder every backend reads an item with ------------------------------------------------------------
+
+STORED = {"key": "k", "status": "COMPLETE", "expires_at": 1, "in_progress_expires_at": None, "lease": "l",
+          "response": "{}", "payload_hash": None}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "why"),
+    [
+        ("status", None, "status is missing"),
+        ("status", 1, "status is not text: 1"),
+        ("status", "PENDING", "status is 'PENDING', not IN_PROGRESS or COMPLETE"),
+        ("expires_at", None, "expires_at is missing"),
+        ("expires_at", "1.5", "expires_at is not a whole number: '1.5'"),
+        ("expires_at", True, "expires_at is not a whole number: True"),
+        ("in_progress_expires_at", "later", "in_progress_expires_at is not a whole number: 'later'"),
+        ("lease", 7, "lease is not text: 7"),
+        ("response", b"{}", "response is not text: a value of type bytes"),  # the application's data: not quoted
+        ("payload_hash", 7, "payload_hash is not text: 7"),
+    ],
+)
+def test_a_foreign_item_is_refused_naming_its_key_and_the_field_at_fault(field, value, why):
+    with pytest.raises(PersistenceLayerError) as caught:
+        decode_record(**{**STORED, field: value})
+    assert (caught.value.key, str(caught.value)) == ("k", f"stored item 'k' is not a record this library wrote: {why}")
+
+
+def test_a_foreign_key_that_is_no_text_is_named_by_its_repr():
+    with pytest.raises(PersistenceLayerError) as caught:
+        decode_record(**{**STORED, "key": 7})
+    assert caught.value.key == "7"
+    assert str(caught.value) == "stored item '7' is not a record this library wrote: the key is not text: 7"
+
+
+def test_numbers_read_as_decimal_text_and_absent_fields_decode_as_a_record_written_without_them():
+    # DynamoDB hands numbers over as their decimal text; a record without a lease has none a holder's can match.
+    read = decode_record(**{**STORED, "expires_at": "-12", "in_progress_expires_at": "34", "lease": None,
+                            "response": None, "payload_hash": "h"})  # fmt: skip
+    assert read == IdempotencyRecord("k", RecordStatus.COMPLETE, -12, 34, "", None, "h")
+    assert decode_record(**STORED) == IdempotencyRecord("k", RecordStatus.COMPLETE, 1, None, "l", "{}", None)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from persistence import DynamoDBPersistenceLayer, InMemoryPersistenceLayer, SQLitePersistenceLayer
+from persistence import DynamoDBPersistenceLayer, IdempotencyRecord, InMemoryPersistenceLayer, SQLitePersistenceLayer
 from persistence.testing import TransactionalContract
 
 
@@ -96,3 +96,15 @@ class TestTransactionalContract(TransactionalContract):
     @pytest.fixture
     def write_probe(self, backend: Any) -> Any:
         return backend[1]
+
+
+def test_the_in_memory_store_keeps_each_write_as_the_body_queued_it():
+    # A unit test reads what its handler committed: an item given alone, or with the params it was given.
+    store = InMemoryPersistenceLayer()
+    held = IdempotencyRecord.in_progress("k", expires_at=2**31, lock_deadline_ms=2**40)
+    assert store.acquire(held, 0) is None
+    writes: list[Any] = []
+    store.queue_write("k", writes, "plain", None)
+    store.queue_write("k", writes, "UPDATE accounts SET balance = balance - ?", (30,))
+    store.complete_with(held.completed(None, 2**31), writes)
+    assert store.writes == [("k", "plain"), ("k", ("UPDATE accounts SET balance = balance - ?", (30,)))]

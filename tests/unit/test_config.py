@@ -7,14 +7,15 @@ import datetime as dt
 
 import pytest
 
-from consumer import IdempotencyConfig, IdempotencyConfigError, PowertoolsCutover
+from consumer import IdempotencyConfig, IdempotencyConfigError, PowertoolsCutover, make_key
+from persistence import IdempotencyRecord, RecordStatus
 
 
 @pytest.mark.parametrize(
     ("options", "message"),
     [
         ({"event_key_jmespath": "body.[unclosed"}, "event_key_jmespath 'body.\\[unclosed' is not valid JMESPath"),
-        ({"payload_validation_jmespath": "a..b"}, "payload_validation_jmespath"),
+        ({"payload_validation_jmespath": "a..b"}, r"^payload_validation_jmespath 'a\.\.b' is not valid JMESPath"),
         ({"hash_function": "md6"}, "hash_function 'md6' is not available here"),
         ({"expires_after_seconds": 0}, "expires_after_seconds must be positive"),
         ({"lock_timeout_seconds": -5}, "lock_timeout_seconds must be positive"),
@@ -74,6 +75,62 @@ def test_a_hash_whose_collisions_can_be_made_is_warned_of_once_per_process_and_n
     said = [r.getMessage() for r in caplog.records]
     assert [s.split(":")[0] for s in said] == ["hash_function 'md5'", "hash_function 'sha1'"]
     assert all("collisions of it can be made on purpose" in s and s.endswith("use sha256") for s in said)
+
+
+POSITIVE = ("expires_after_seconds", "local_cache_max_items", "local_cache_max_age_seconds", "lock_timeout_seconds",
+            "max_decoded_bytes")  # fmt: skip
+
+
+@pytest.mark.parametrize("name", POSITIVE)
+def test_a_count_or_a_duration_takes_any_positive_value_and_refuses_zero_by_name(name):
+    assert getattr(IdempotencyConfig(**{name: 1}), name) == 1
+    with pytest.raises(IdempotencyConfigError) as refused:
+        IdempotencyConfig(**{name: 0})
+    assert str(refused.value) == f"{name} must be positive, got 0"
+
+
+def test_the_lock_grace_may_be_zero_but_not_negative():
+    assert IdempotencyConfig(lock_grace_ms=0).lock_grace_ms == 0
+    with pytest.raises(IdempotencyConfigError) as refused:
+        IdempotencyConfig(lock_grace_ms=-1)
+    assert str(refused.value) == "lock_grace_ms must not be negative, got -1"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"key_prefix": ""}, "key_prefix must not be empty (use None for the default)"),
+        (
+            {"key_header": "Idempotency-Key", "event_key_jmespath": "messageId"},
+            "key_header and event_key_jmespath both select the key: give one (header(@, 'name') in an expression)",
+        ),
+        ({"key_header": ""}, "key_header must be a header name (no surrounding spaces), got ''"),
+        (
+            {"key_header": " Idempotency-Key"},
+            "key_header must be a header name (no surrounding spaces), got ' Idempotency-Key'",
+        ),
+    ],
+)
+def test_a_refused_option_is_named_with_what_to_give_instead(options, message):
+    with pytest.raises(IdempotencyConfigError) as refused:
+        IdempotencyConfig(**options)
+    assert str(refused.value) == message
+
+
+def test_a_key_header_whose_name_holds_a_backtick_selects_that_header():
+    config = IdempotencyConfig(key_header="order`key")
+    record = {"messageId": "m-1", "messageAttributes": {"order`key": {"stringValue": "o-1", "dataType": "String"}}}
+    assert make_key(record, config) == make_key("o-1", IdempotencyConfig())
+
+
+def test_a_cached_record_is_trusted_for_its_max_age_to_the_millisecond():
+    config = IdempotencyConfig(use_local_cache=True, local_cache_max_age_seconds=30)
+    cache, at = config.cache_for(object()), 1_700_000_000_000
+    record = IdempotencyRecord("k", RecordStatus.COMPLETE, expires_at=at // 1000 + 3600, lease="l", response="1")
+    cache.put(record, at)
+    assert cache.get("k", at + 30_000) is record
+    assert cache.get("k", at + 30_001) is None  # and dropped: the store is asked again
+    assert len(cache) == 0
 
 
 def test_config_is_shown_compared_and_hashed_by_its_fields_as_a_dataclass_is():

@@ -26,6 +26,7 @@ from consumer import (
     current_lambda_context,
     idempotent,
     process_partial_response,
+    register_lambda_context,
 )
 from persistence import InMemoryPersistenceLayer, LockLostError, RecordStatus
 
@@ -128,6 +129,14 @@ def test_a_batch_given_a_durable_context_keeps_the_deadline_margin_of_its_lambda
     response = process_partial_response(sqs_event(sqs_record("a", 1)), lambda r: pytest.fail("ran"), processor, context)
     assert failures(response) == ["a"]
     assert processor.summary.deferred == 1
+
+
+def test_a_context_carrying_a_lambda_context_but_no_execution_state_is_used_itself():
+    # A durable context is recognised as Powertools recognises it: by its lambda_context and its state, both.
+    carrier = FakeContext(remaining_ms=5_000)
+    carrier.lambda_context = FakeContext(remaining_ms=900_000)  # type: ignore[attr-defined]
+    with register_lambda_context(carrier):
+        assert current_lambda_context() is carrier
 
 
 def test_powertools_registration_of_a_durable_context_registers_its_lambda_context():

@@ -17,6 +17,7 @@ from records import NOW_MS
 
 from consumer import (
     AlreadyProcessed,
+    AsyncBatchProcessor,
     BatchEventError,
     BatchProcessor,
     EventType,
@@ -26,7 +27,9 @@ from consumer import (
     IdempotencyGuard,
     IdempotencyKeyError,
     SQSRecord,
+    _handlers,
     _reports,
+    async_process_partial_response,
     current_lambda_context,
     idempotency_disabled,
     idempotent,
@@ -304,6 +307,90 @@ def test_a_handler_that_asks_for_the_guard_gets_it(store, source):
     assert isinstance(seen[0], IdempotencyGuard)
 
 
+@pytest.mark.parametrize(
+    ("source", "gets_the_guard"),
+    [
+        ("def handler(record, lambda_context): seen.append((None, lambda_context))", False),
+        ("def handler(record, g, lambda_context): seen.append((g, lambda_context))", True),
+        ("def handler(record, *, guard, lambda_context): seen.append((guard, lambda_context))", True),
+    ],
+)
+def test_a_handler_that_asks_for_the_lambda_context_gets_it_beside_the_guard(source, gets_the_guard):
+    seen: list = []
+    namespace = {"seen": seen}
+    exec(source, namespace)  # noqa: S102 - one signature per case
+    context, processor = FakeContext(), BatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer())
+    process_partial_response(sqs_event(sqs_record("m-1", 1)), namespace["handler"], processor, context)
+    [(guard, got)] = seen
+    assert got is context
+    assert isinstance(guard, IdempotencyGuard) is gets_the_guard
+
+
+def test_an_idempotent_function_handler_that_asks_for_the_lambda_context_gets_it():
+    seen = []
+
+    @idempotent_function(data_keyword_argument="record", store=InMemoryPersistenceLayer())
+    def handler(record, lambda_context):
+        seen.append(lambda_context)
+
+    context = FakeContext()
+    process_partial_response(sqs_event(sqs_record("m-1", 1)), handler, BatchProcessor(EventType.SQS), context)
+    assert seen == [context]
+
+
+def test_an_idempotent_function_method_handed_over_bound_runs_in_its_own_guard():
+    store = InMemoryPersistenceLayer()
+
+    class Orders:
+        def __init__(self):
+            self.ran = []
+
+        @idempotent_function(data_keyword_argument="record", store=store)
+        def charge(self, record):
+            self.ran.append(record.message_id)
+            return "charged"
+
+    orders = Orders()
+    for _ in range(2):  # the redelivery replays from the method's own store
+        response = process_partial_response(
+            sqs_event(sqs_record("m-1", 1)), orders.charge, BatchProcessor(EventType.SQS)
+        )
+        assert failures(response) == []
+    assert orders.ran == ["m-1"]
+    assert [record.response for record in store.scan()] == ['"charged"']
+
+
+@pytest.mark.parametrize(
+    "handler",
+    [
+        pytest.param(lambda record, **options: options or record.message_id, id="keyword-options"),
+        pytest.param(lambda record, *more: more or record.message_id, id="more-positional"),
+    ],
+)
+def test_a_handler_that_does_not_ask_for_the_guard_is_given_the_record_alone(handler):
+    store = InMemoryPersistenceLayer()
+    assert failures(_run_one(store, handler)) == []
+    assert [record.response for record in store.scan()] == ['"m-1"']
+
+
+def test_a_handler_is_inspected_once_not_on_every_batch(monkeypatch):
+    # Reading a signature costs more than keying a record: a warm container's invocations reuse what was read.
+    inspected, inspect = [], _handlers._shape
+
+    def counted(handler, *, async_ok):
+        inspected.append(handler)
+        return inspect(handler, async_ok=async_ok)
+
+    monkeypatch.setattr(_handlers, "_shape", counted)
+
+    def handler(record):
+        return record.message_id
+
+    for _ in range(3):
+        assert failures(_run_one(InMemoryPersistenceLayer(), handler)) == []
+    assert inspected == [handler]
+
+
 def test_an_unhashable_callable_object_is_a_handler(store):
     class Handler:
         __hash__ = None  # type: ignore[assignment]
@@ -321,6 +408,25 @@ def test_an_unhashable_callable_object_is_a_handler(store):
     assert failures(_run_one(store, handler)) == []
     assert failures(_run_one(InMemoryPersistenceLayer(), handler)) == []
     assert handler.seen == ["m-1", "m-1"]
+
+
+def test_an_unhashable_async_callable_object_is_a_handler_of_the_async_processor():
+    class Handler:
+        __hash__ = None  # type: ignore[assignment]
+
+        def __init__(self):
+            self.seen = []
+
+        def __eq__(self, other):
+            return self is other
+
+        async def __call__(self, record):
+            self.seen.append(record.message_id)
+
+    handler = Handler()
+    processor = AsyncBatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer())
+    assert failures(async_process_partial_response(sqs_event(sqs_record("m-1", 1)), handler, processor)) == []
+    assert handler.seen == ["m-1"]
 
 
 # -- 12. boundaries ----------------------------------------------------------------------------------------

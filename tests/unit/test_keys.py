@@ -79,6 +79,28 @@ def test_without_a_known_id_the_whole_record_is_hashed():
     assert make_key({"order": 1}, IdempotencyConfig()) == "local#" + digest({"order": 1})
 
 
+@pytest.mark.parametrize(
+    "record",
+    [
+        {"id": "e-7", "source": "shop"},  # an EventBridge event has a detail-type beside its id
+        {"detail-type": "OrderPlaced", "source": "shop"},
+        {"topic": "orders", "partition": 0},  # a Kafka record has its topic, partition and offset
+        {"topic": "orders", "offset": 7},
+        {"partition": 0, "offset": 7},
+        {"offset": 7},
+    ],
+    ids=["id-alone", "detail-type-alone", "no-offset", "no-partition", "no-topic", "offset-alone"],
+)
+def test_a_record_with_only_part_of_a_sources_id_fields_is_hashed_whole(record):
+    assert make_key(record, IdempotencyConfig()) == "local#" + digest(record)
+
+
+def test_undecodable_input_is_named_by_the_record_it_came_in():
+    with pytest.raises(IdempotencyKeyError) as refused:
+        make_key({"messageId": "m-1", "body": "not json {"}, IdempotencyConfig(event_key_jmespath="json_parse(body)"))
+    assert str(refused.value).startswith("event_key_jmespath 'json_parse(body)' failed on record 'm-1': ")
+
+
 def test_base64_and_gzip_functions_reach_into_kinesis_data():
     data = base64.b64encode(json.dumps({"user": "u-1"}).encode()).decode()
     packed = base64.b64encode(gzip.compress(json.dumps({"user": "u-1"}).encode())).decode()
@@ -99,6 +121,13 @@ def test_undecodable_input_is_a_key_error_naming_the_expression(expression, reco
     with pytest.raises(IdempotencyKeyError, match="event_key_jmespath") as caught:
         make_key(record, IdempotencyConfig(event_key_jmespath=expression))
     assert caught.value.__cause__ is not None
+
+
+def test_a_function_given_a_value_of_another_type_is_a_key_error_naming_the_types_it_takes():
+    with pytest.raises(IdempotencyKeyError) as refused:
+        make_key({"messageId": "m-1", "amount": 5}, IdempotencyConfig(event_key_jmespath="length(amount)"))
+    said = "length() takes string, array, object, got number"
+    assert str(refused.value) == f"event_key_jmespath 'length(amount)' failed on record 'm-1': {said}"
 
 
 @pytest.mark.parametrize("selection", [0, False, "0"])
@@ -277,6 +306,34 @@ def test_plain_json_data_is_not_copied_to_select_a_key(monkeypatch):
     assert seen[0] is record
 
 
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "tenant",
+        "@",
+        "`1`",
+        "'t-1'",
+        "[tenant, messageId]",
+        "tenant || messageId",
+        "tenant && messageId",
+        "!tenant",
+        "header(@, 'Idempotency-Key')",
+        "header(@, 'Idempotency-Key') || messageId",
+    ],
+)
+def test_a_record_holding_a_dataclass_is_not_walked_for_an_expression_reading_its_top_level(expression):
+    # Walking converts every dataclass, model and typed record of the record (a copy, on the hot path): only an
+    # expression that reads below the top level needs it. The top level, its literals and a producer's header
+    # select the same from the record as it is (a whole dataclass selected hashes as its converted form).
+    record = {"messageId": "m-1", "tenant": "t-1", "order": Order("o-1")}
+    assert keys.selectable(record, compile_expression(expression)) is record
+
+
+def test_a_function_other_than_header_reads_a_dataclass_as_its_fields():
+    record = {"messageId": "m-1", "order": Order("o-1")}
+    assert make_key(record, IdempotencyConfig(event_key_jmespath="length(order)")) == "local#" + digest(2)
+
+
 def _keys_within(seconds, data, config):
     # make_key in a daemon thread: a walk that never ends fails the test instead of hanging the suite.
     import threading  # noqa: PLC0415 - this helper's alone
@@ -330,6 +387,70 @@ def test_a_part_reached_deep_first_is_selected_from_where_it_is_shallow():
         == make_key({"b": shared}, config)
         == make_key(7, IdempotencyConfig())
     )
+
+
+WRAPS = {  # a container of each kind around a value, and the step of a key expression into it
+    "dict": (lambda value: {"x": value}, "x."),
+    "list": (lambda value: [value], "[0]."),
+    "dataclass": (Node, "child."),
+    "typed-record": (lambda value: SQSRecord.from_raw({**SQS, "part": value}), "part."),
+}
+
+
+@pytest.mark.parametrize(("kind", "levels"), [("dict", 64), ("list", 64), ("dataclass", 32), ("typed-record", 32)])
+def test_the_walk_converts_values_down_to_64_levels_and_leaves_deeper_ones_as_they_are(kind, levels):
+    # The walk's cost per record is bounded, and what a key selects does not move between releases (keys are
+    # stored): a dataclass under 64 levels (a dataclass or a typed record counts two: itself and its fields) is
+    # seen into; deeper, JMESPath sees it as it is, and selects nothing from it.
+    wrap, step = WRAPS[kind]
+
+    def nested(levels):
+        value: object = Order("o-1")
+        for _ in range(levels):
+            value = wrap(value)
+        path = f"r.{step * levels}order_id".replace(".[", "[")
+        return {"r": value}, IdempotencyConfig(event_key_jmespath=path)
+
+    assert make_key(*nested(levels)) == "local#" + digest("o-1")
+    with pytest.raises(IdempotencyKeyError, match="selected nothing"):
+        make_key(*nested(levels + 1))
+
+
+class Dumped:
+    """A model-like value: converted by its model_dump, which counts its calls."""
+
+    calls = 0
+
+    def model_dump(self, mode: str) -> dict:
+        Dumped.calls += 1
+        return {"mode": mode}
+
+
+@pytest.mark.parametrize("kind", ["dict", "list", "dataclass", "typed-record"])
+def test_a_part_shared_by_many_paths_through_distinct_containers_is_converted_once(kind):
+    # Twelve levels, each two containers of one part: 4096 paths to the part at the bottom, each as deep. Converted
+    # once per path, a record so built (or a graph its producer shares parts of) costs 4096 conversions.
+    wrap, _ = WRAPS[kind]
+    shared: object = Dumped()
+    for _ in range(12):
+        shared = {"a": wrap(shared), "b": wrap(shared)}
+    Dumped.calls = 0
+    keys.plain_data({"record": shared})
+    assert Dumped.calls == 1
+
+
+@pytest.mark.parametrize(
+    ("record", "named"),
+    [
+        ({"topic": "orders", "partition": 0, "offset": 7}, "Kafka record orders-0@7"),
+        ({"messageId": "m-1", "offset": 7}, "record 'm-1'"),  # an offset alone makes no Kafka record
+        ({"messageId": "m-1", "topic": "orders"}, "record 'm-1'"),
+        ({"id": 7, "detail-type": "Paid"}, "the record"),  # an id that is no text is not quoted
+        (["offset", "topic"], "the record"),
+    ],
+)
+def test_a_key_error_names_a_kafka_record_by_its_place_and_any_other_by_its_own_id(record, named):
+    assert keys.record_named(record) == named
 
 
 def _body_number(text: str) -> str | None:

@@ -534,6 +534,32 @@ def test_each_concurrent_invocation_sees_its_own_context_in_worker_threads(store
     assert seen == {"a": True, "b": True}
 
 
+def _seen_by_a_plain_thread():
+    seen = []
+    thread = threading.Thread(target=lambda: seen.append(current_lambda_context()))
+    thread.start()
+    thread.join()
+    return seen[0]
+
+
+@pytest.mark.parametrize("without_first", [True, False])
+def test_a_plain_thread_sees_no_context_beside_an_invocation_that_has_none(without_first):
+    # Two invocations at once (a test runner, a local server), one given no context: a bare thread cannot tell which
+    # it belongs to, so it gets neither (and a missing context is no error).
+    contexts = [None, FakeContext()] if without_first else [FakeContext(), None]
+    with register_lambda_context(contexts[0]), register_lambda_context(contexts[1]):
+        assert _seen_by_a_plain_thread() is None
+
+
+def test_a_plain_thread_sees_an_invocation_registered_twice_under_one_request_id():
+    # One invocation's context, registered twice as two objects (a wrapper the handler made): one invocation.
+    first, again, other = FakeContext(aws_request_id="r-1"), FakeContext(aws_request_id="r-1"), FakeContext()
+    with register_lambda_context(first), register_lambda_context(again):
+        assert _seen_by_a_plain_thread() is first
+        with register_lambda_context(other):
+            assert _seen_by_a_plain_thread() is None
+
+
 def test_an_invocation_closed_twice_stays_closed():
     invocation = register_lambda_context(FakeContext())
     invocation.close()
@@ -618,12 +644,24 @@ def test_an_async_or_generator_handler_is_refused_by_its_name(store):
     def charge_lazily(record):
         yield 1
 
+    async def charge_async_lazily(record):
+        yield 1
+
     processor = BatchProcessor(EventType.SQS, store=store)
     event = sqs_event(sqs_record("m-1", 1))
-    with pytest.raises(TypeError, match=r"^record handler .*charge_async is async"):
-        process_partial_response(event, charge_async, processor)
-    with pytest.raises(TypeError, match=r"^record handler .*charge_lazily is a generator function"):
-        process_partial_response(event, charge_lazily, processor)
+    awaitable = (
+        "is async: calling it returns an awaitable, not a result, so the record would be committed without its body "
+        "running. Use AsyncBatchProcessor (or a plain def)."
+    )
+    lazy = "calling it runs nothing until {}. Return a value (e.g. a list) instead."
+    for handler, why in [
+        (charge_async, awaitable),
+        (charge_lazily, "is a generator function: " + lazy.format("the generator is consumed")),
+        (charge_async_lazily, "is an async generator function: " + lazy.format("it is iterated")),
+    ]:
+        with pytest.raises(TypeError) as refused:
+            process_partial_response(event, handler, processor)
+        assert str(refused.value) == f"record handler {handler.__qualname__} {why}"
 
 
 def test_a_handler_without_a_readable_signature_gets_only_the_record(store):

@@ -159,6 +159,12 @@ def test_a_registered_context_past_its_deadline_is_not_used():
     assert current_lambda_context() is None
 
 
+def test_a_registered_context_counts_to_its_last_millisecond():
+    context = FakeContext(remaining_ms=1)
+    IdempotencyConfig().register_lambda_context(context)
+    assert current_lambda_context() is context
+
+
 def test_registering_none_unregisters_and_with_blocks_come_first():
     config, context, inner = IdempotencyConfig(), FakeContext(), FakeContext()
     config.register_lambda_context(context)
@@ -167,6 +173,7 @@ def test_registering_none_unregisters_and_with_blocks_come_first():
         assert current_lambda_context() is inner
     assert current_lambda_context() is None  # the with block's invocation started last: the old one is over
     config.register_lambda_context(context)
+    assert current_lambda_context() is context  # registered again: now it is the invocation that started last
     config.register_lambda_context(None)
     assert current_lambda_context() is None
 
@@ -358,9 +365,15 @@ def test_a_decorator_stacked_above_an_idempotent_function_handler_is_refused_not
         ran.append(record.message_id)
 
     event = sqs_event(sqs_record("m-1", 1))
-    with pytest.raises(TypeError, match="wraps an @idempotent_function"):
+    with pytest.raises(TypeError, match="wraps an @idempotent_function") as refused:
         process_partial_response(event, above, BatchProcessor(EventType.SQS))
     assert ran == []
+    assert str(refused.value) == (
+        f"record handler {above.__qualname__} wraps an @idempotent_function (a decorator above it copied its "
+        "attributes with functools.wraps): the processor would run the record in that function's guard and skip "
+        "your wrapper. Put @idempotent_function outermost (directly above def), or call the wrapped function from a "
+        "plain record handler"
+    )
 
     @idempotent_function(data_keyword_argument="record", persistence_store=store)
     @_audited
@@ -383,6 +396,29 @@ def test_a_cutover_on_the_processors_config_that_its_idempotent_function_handler
         ran.append(record.message_id)
 
     processor = BatchProcessor(EventType.SQS, config=IdempotencyConfig(powertools_cutover=cutover))
-    with pytest.raises(TypeError, match="put powertools_cutover on the function's config"):
+    with pytest.raises(TypeError, match="put powertools_cutover on the function's config") as refused:
         process_partial_response(sqs_event(sqs_record("m-1", 1)), handler, processor)
     assert ran == []  # nothing ran: the whole batch comes back, and no record Powertools processed runs again
+    assert str(refused.value).startswith("the processor's config reads a Powertools table (powertools_cutover), ")
+    assert str(refused.value).endswith(" (records Powertools processed would otherwise run again)")
+
+
+class PowertoolsTable:  # a boto3 client stand-in: a table in which Powertools processed no record
+    def get_item(self, **_request: object) -> dict:
+        return {}
+
+
+@pytest.mark.parametrize("on_both", [True, False], ids=["cutover-on-both-configs", "cutover-on-neither"])
+def test_an_idempotent_function_handler_whose_config_has_the_processors_cutover_runs(on_both):
+    # Refused is only the cut-over the function's guard would drop: on both configs, or on neither, nothing is.
+    cutover = PowertoolsCutover(table_name="pt", until=FAR_FUTURE, key_prefix="p", boto3_client=PowertoolsTable())
+    config = IdempotencyConfig(powertools_cutover=cutover if on_both else None)
+    ran = []
+
+    @idempotent_function(data_keyword_argument="record", store=InMemoryPersistenceLayer(), config=config)
+    def handler(record):
+        ran.append(record.message_id)
+
+    processor = BatchProcessor(EventType.SQS, config=config)
+    assert process_partial_response(sqs_event(sqs_record("m-1", 1)), handler, processor) == {"batchItemFailures": []}
+    assert ran == ["m-1"]
