@@ -52,6 +52,7 @@ from consumer._errors import (
     NestedReplayError,
     ResponseDecodeError,
 )
+from consumer._output import HookRecord
 from consumer._reports import idempotency_disabled
 from consumer._serde import canonical_json
 from consumer.batch import (
@@ -126,6 +127,7 @@ __all__ = [
     "DecodeLimitError",
     "DynamoDBStreamRecord",
     "EventType",
+    "HookRecord",
     "IdempotencyAlreadyInProgressError",
     "IdempotencyConfig",
     "IdempotencyConfigError",
