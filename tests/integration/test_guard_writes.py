@@ -21,6 +21,7 @@ from consumer import (
     IdempotencyConfig,
     IdempotencyGuard,
     LockLostError,
+    PersistenceLayerError,
     WriteConditionError,
     current_guard,
     idempotent_function,
@@ -276,3 +277,26 @@ def test_a_native_async_store_commits_the_writes_and_releases_on_a_refusal():
     assert refused.value.index == 1
     assert store.inner.get(refused.value.key) is None  # released
     assert [write for _, write in store.inner.writes] == ["a", "b"]
+
+
+class UnreleasableStore(NativeTransactionalStore):
+    """Its releases fail: the store became unreachable after the refusal."""
+
+    async def release(self, record):
+        raise ConnectionError(f"the store is unreachable: {record.key} stays held")
+
+
+def test_a_refusal_whose_release_fails_is_still_raised_and_the_lock_left_to_expire():
+    store, guards = UnreleasableStore(), []
+
+    async def deliver():
+        async with IdempotencyGuard({"messageId": "m-1"}, store=store) as guard:
+            guards.append(guard)
+            guard.write("refused")
+
+    with pytest.raises(WriteConditionError) as refused:
+        asyncio.run(deliver())
+    assert isinstance(guards[0].release_error, PersistenceLayerError)
+    assert isinstance(guards[0].release_error.__cause__, ConnectionError)
+    assert store.inner.get(refused.value.key).status is RecordStatus.IN_PROGRESS  # until its lock deadline
+    assert store.inner.writes == []
