@@ -164,7 +164,7 @@ def test_a_native_async_store_is_awaited_and_works_only_with_async_with():
     assert store.calls == ["acquire", "complete", "acquire"]
     with pytest.raises(TypeError, match="async store: use `async with"), IdempotencyGuard(KEYED, store=store):
         pytest.fail("the body ran")
-    with pytest.raises(TypeError, match="async store: use AsyncBatchProcessor"):
+    with pytest.raises(TypeError, match=r"^NativeAsyncStore is an async store: use AsyncBatchProcessor"):
         BatchProcessor(EventType.SQS, store=store)
 
 
