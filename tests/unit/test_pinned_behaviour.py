@@ -508,16 +508,17 @@ def test_by_default_records_run_one_after_another_in_the_invoking_thread(store):
 
 
 def test_max_workers_records_run_at_once_on_named_worker_threads(store):
-    names, lock, both_running = set(), threading.Lock(), threading.Barrier(2, timeout=30)
+    # Each record waits for another to run beside it: two at a time, on the pool's two threads and no more (a wider
+    # pool would start threads for the records still queued while the first pairs wait).
+    names, lock, two_running = set(), threading.Lock(), threading.Barrier(2, timeout=30)
 
     def handler(record):
         with lock:
             names.add(threading.current_thread().name)
-        if record.message_id in {"m0", "m1"}:
-            both_running.wait()  # the first two records run at once, on two threads
+        two_running.wait()
 
     processor = BatchProcessor(EventType.SQS, store=store, max_workers=2)
-    process_partial_response(sqs_event(*(sqs_record(f"m{i}", i) for i in range(4))), handler, processor)
+    process_partial_response(sqs_event(*(sqs_record(f"m{i}", i) for i in range(20))), handler, processor)
     assert len(names) == 2
     assert all(name.startswith("idempotent-consumer_") for name in names)
 
