@@ -17,6 +17,7 @@ from ledgers import START, DynamoDBLedger, SQLiteLedger
 
 from consumer import (
     AlreadyProcessed,
+    BatchProcessor,
     EventType,
     IdempotencyConfig,
     IdempotencyGuard,
@@ -25,6 +26,7 @@ from consumer import (
     WriteConditionError,
     current_guard,
     idempotent_function,
+    process_partial_response,
 )
 from persistence import (
     DynamoDBPersistenceLayer,
@@ -188,6 +190,18 @@ def test_an_unguarded_body_cannot_write(ledger):
     ):
         g.write("UPDATE accounts SET balance = 0")
     assert ledger.balance() == START
+
+
+def test_a_record_of_a_processor_without_a_store_cannot_write():
+    # Its records run unguarded: a write has no record to commit with, and the record fails saying so.
+    def handler(record, guard):
+        guard.write("UPDATE accounts SET balance = 0")
+
+    processor = BatchProcessor(EventType.SQS, raise_on_entire_batch_failure=False)
+    response = process_partial_response(sqs_event(sqs_record("m-1", 1)), handler, processor)
+    assert response == {"batchItemFailures": [{"itemIdentifier": "m-1"}]}
+    assert isinstance(processor.items[0].error, RuntimeError)
+    assert "unguarded" in str(processor.items[0].error)
 
 
 def test_sqlite_refuses_sql_that_cannot_run_when_it_is_queued(tmp_path):

@@ -371,21 +371,6 @@ def test_a_declared_class_whose_annotation_never_resolves_fails_the_call_not_the
     assert list(store.scan()) == []  # no lock was taken
 
 
-def test_as_a_record_handler_such_a_function_fails_its_records_unrun_and_the_batch_goes_on():
-    store = InMemoryPersistenceLayer()
-
-    @idempotent_function(data_keyword_argument="record", store=store, output_serializer=DataclassSerializer)
-    def handler(record: dict[str, str]) -> OnlyForTypeCheckers:
-        raise AssertionError("not reached: the serializer is needed before the body runs")
-
-    processor = BatchProcessor(EventType.SQS, raise_on_entire_batch_failure=False)
-    event = {"Records": [{"messageId": "m-1", "body": "{}"}, {"messageId": "m-2", "body": "{}"}]}
-    response = processor.process(event, handler)
-    assert response == {"batchItemFailures": [{"itemIdentifier": "m-1"}, {"itemIdentifier": "m-2"}]}
-    assert [type(item.error) for item in processor.items] == [IdempotencyNoSerializationModelError] * 2
-    assert list(store.scan()) == []  # no lock was taken
-
-
 @pytest.mark.parametrize(
     ("output_type", "expected"),
     [
