@@ -6,10 +6,12 @@ no request.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
 import logging
+import operator
 import os
 import threading
 import weakref
@@ -134,7 +136,9 @@ class IdempotencyConfig:
         """Validate every field and compile the expressions once."""
         for name in ("expires_after_seconds", "local_cache_max_items", "local_cache_max_age_seconds",
                      "lock_timeout_seconds", "max_decoded_bytes"):  # fmt: skip
+            object.__setattr__(self, name, _whole(name, getattr(self, name)))
             _require(getattr(self, name) > 0, f"{name} must be positive, got {getattr(self, name)!r}")
+        object.__setattr__(self, "lock_grace_ms", _whole("lock_grace_ms", self.lock_grace_ms))
         _require(self.lock_grace_ms >= 0, f"lock_grace_ms must not be negative, got {self.lock_grace_ms!r}")
         _check_hash_function(self.hash_function)
         _require(self.key_prefix != "", "key_prefix must not be empty (use None for the default)")
@@ -243,6 +247,23 @@ logger = logging.getLogger("idempotent_consumer")
 _COLLIDING = frozenset(("md4", "md5", "md5-sha1", "sha1"))
 _warned: set[str] = set()
 _warned_lock = threading.Lock()
+
+
+def _whole(name: str, value: object) -> int:
+    """``value`` as an int: an integer, or a float with no fraction (``timedelta(hours=1).total_seconds()``).
+
+    Stores write these options into timestamps, which they keep and read back as whole numbers: a float expiry
+    written to DynamoDB or Redis would fail every duplicate that reads it back, instead of replaying it.
+
+    Raises:
+        IdempotencyConfigError: Anything else: a fraction, a ``bool``, text.
+    """
+    if not isinstance(value, bool):
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        with contextlib.suppress(TypeError):
+            return operator.index(value)  # type: ignore[arg-type]  # what has no __index__ raises TypeError
+    raise IdempotencyConfigError(f"{name} must be a whole number, got {value!r}")
 
 
 def _require(condition: bool, message: str) -> None:

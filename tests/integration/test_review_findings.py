@@ -1,0 +1,120 @@
+"""Findings of an adversarial review, each a failing test first: the three endings a record may have, broken.
+
+Every record ends committed after its body ran once, reported in ``batchItemFailures`` (or raised), or replayed
+from a committed record. Each test names the ending it defends.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from stores import StoreFactory
+
+from consumer import (
+    AlreadyProcessed,
+    BatchProcessor,
+    EventType,
+    IdempotencyConfig,
+    IdempotencyConfigError,
+    IdempotencyGuard,
+    idempotent_function,
+    process_partial_response,
+)
+from persistence import InMemoryPersistenceLayer, SQLitePersistenceLayer
+
+
+@pytest.fixture(params=["sqlite", "dynamodb", "redis"])
+def lasting_store(request: pytest.FixtureRequest, tmp_path) -> object:
+    """A store that keeps records as text or numbers on a real server or file (not Python objects in memory)."""
+    from conftest import _factory  # noqa: PLC0415 - the shared factory of every backend
+
+    factory: StoreFactory = _factory(request.param, request, tmp_path)
+    yield factory()
+    from stores import close_built_stores  # noqa: PLC0415
+
+    close_built_stores()
+
+
+# -- a whole-number window given as a float: its duplicates never replay ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    "option", ["expires_after_seconds", "lock_timeout_seconds", "lock_grace_ms"], ids=lambda name: name
+)
+def test_a_time_option_given_as_a_whole_float_replays_its_duplicates(option, lasting_store):
+    # timedelta.total_seconds() is a float: IdempotencyConfig(expires_after_seconds=timedelta(hours=1).total_seconds())
+    # was accepted, the first delivery committed a float expiry, and every duplicate then failed to read it back
+    # ("stored item ... is not a record this library wrote: expires_at is not a whole number") instead of replaying.
+    value = {"expires_after_seconds": dt.timedelta(hours=1).total_seconds(), "lock_timeout_seconds": 60.0}.get(
+        option, 1000.0
+    )
+    config = IdempotencyConfig(**{option: value})
+    assert type(getattr(config, option)) is int  # a whole number is kept as one
+    ran = []
+    with IdempotencyGuard({"messageId": "m-float"}, store=lasting_store, config=config) as guard:
+        ran.append(1)
+        guard.result = {"charged": 30}
+    with (
+        pytest.raises(AlreadyProcessed) as done,
+        IdempotencyGuard({"messageId": "m-float"}, store=lasting_store, config=config),
+    ):
+        ran.append(2)
+    assert (ran, done.value.response) == ([1], {"charged": 30})
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("expires_after_seconds", 1.5),
+        ("lock_timeout_seconds", 0.5),
+        ("lock_grace_ms", 2.5),
+        ("local_cache_max_age_seconds", 0.25),
+        ("local_cache_max_items", 2.5),
+        ("max_decoded_bytes", 1024.5),
+        ("expires_after_seconds", True),
+    ],
+)
+def test_a_count_or_duration_that_is_not_a_whole_number_is_refused_when_the_config_is_built(option, value):
+    with pytest.raises(IdempotencyConfigError, match=f"^{option} must be a whole number"):
+        IdempotencyConfig(**{option: value})
+
+
+# -- an @idempotent_function record handler drops the processor's key expression ---------------------------------
+
+
+def test_a_processors_key_expression_an_idempotent_function_handler_would_drop_is_refused(tmp_path):
+    # The processor is configured to key orders on their order_id; the record handler is an @idempotent_function,
+    # which runs in its own guard with its own config (keyed on the messageId by default). The processor's key
+    # expression was dropped without a word: two messages of one order both charged it.
+    charged = []
+
+    @idempotent_function(data_keyword_argument="record", store=SQLitePersistenceLayer(tmp_path / "f.sqlite3"))
+    def charge(record):
+        charged.append(record.json_body["order_id"])
+        return "charged"
+
+    by_order = IdempotencyConfig(event_key_jmespath="powertools_json(body).order_id")
+    processor = BatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer(), config=by_order)
+    event = {"Records": [{"messageId": m, "body": '{"order_id": "o-1"}'} for m in ("m-1", "m-2")]}
+    with pytest.raises(TypeError, match="put event_key_jmespath on the function's config") as refused:
+        process_partial_response(event, charge, processor)
+    assert charged == []  # nothing ran: the whole batch comes back
+    assert "'powertools_json(body).order_id'" in str(refused.value)
+
+
+def test_the_same_key_expression_on_both_configs_runs_once_per_order(tmp_path):
+    charged = []
+    by_order = IdempotencyConfig(event_key_jmespath="powertools_json(body).order_id")
+
+    @idempotent_function(
+        data_keyword_argument="record", store=SQLitePersistenceLayer(tmp_path / "f.sqlite3"), config=by_order
+    )
+    def charge(record):
+        charged.append(record.json_body["order_id"])
+        return "charged"
+
+    processor = BatchProcessor(EventType.SQS, config=by_order)
+    event = {"Records": [{"messageId": m, "body": '{"order_id": "o-1"}'} for m in ("m-1", "m-2")]}
+    assert process_partial_response(event, charge, processor) == {"batchItemFailures": []}
+    assert charged == ["o-1"]
