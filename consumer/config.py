@@ -23,7 +23,7 @@ import jmespath.exceptions
 
 from consumer._context import register_invocation_context
 from consumer._errors import IdempotencyConfigError
-from consumer._jmespath import DEFAULT_MAX_DECODED_BYTES, compile_expression, options
+from consumer._jmespath import DEFAULT_MAX_DECODED_BYTES, compile_expression, options, undefined_function
 from persistence import IdempotencyRecord, RecordStatus
 
 if TYPE_CHECKING:
@@ -91,7 +91,8 @@ class IdempotencyConfig:
         jmespath_options: Powertools' ``jmespath_options``: keyword arguments of :class:`jmespath.Options`, used by
             both expressions instead of ours, as Powertools uses them instead of its own. Its
             ``{"custom_functions": CustomFunctions()}`` replaces the built-in functions (``powertools_json`` and the
-            others, ``header``): subclass ``jmespath.functions.Functions`` and add yours. Functions given here are
+            others, ``header``): subclass ``jmespath.functions.Functions`` and add yours (an expression calling a
+            function they do not define is refused here). Functions given here are
             the user's and are not bounded by ``max_decoded_bytes``. Not with ``key_header``. Empty (``{}``): ours,
             as Powertools takes it.
         lambda_context: Powertools' ``lambda_context=``: registered as this invocation's context when the config
@@ -163,9 +164,19 @@ class IdempotencyConfig:
             "key_header selects with the header() function, which jmespath_options replaces: give one of them",
         )
         try:
-            return jmespath.Options(**self.jmespath_options)
+            given = jmespath.Options(**self.jmespath_options)
         except TypeError as e:
             raise IdempotencyConfigError(f"jmespath_options are not jmespath.Options arguments: {e}") from e
+        for name, expression in (("event_key_jmespath", self.key_expression),
+                                 ("payload_validation_jmespath", self.validation_expression)):  # fmt: skip
+            missing = None if expression is None else undefined_function(expression, given.custom_functions)
+            _require(
+                missing is None,
+                f"{name} {getattr(expression, 'expression', None)!r} calls {missing}(), which its jmespath_options do "
+                "not define: they replace the built-in functions (powertools_json and the others), as in Powertools; "
+                "define it in your custom_functions (every record would fail)",
+            )
+        return given
 
     def _compared(self) -> tuple[Any, ...]:
         return tuple(getattr(self, f.name) for f in fields(self) if f.compare)

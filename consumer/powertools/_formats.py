@@ -37,7 +37,7 @@ import jmespath
 from jmespath import functions
 
 from consumer._errors import IdempotencyConfigError
-from consumer._jmespath import decode_base64, inflate, parse_json
+from consumer._jmespath import decode_base64, inflate, parse_json, undefined_function
 from consumer._serde import encode_result
 from consumer.sources import as_delivered
 
@@ -95,23 +95,17 @@ def given_options(given: Mapping[str, Any] | None, **expressions: ParsedResult |
         options = jmespath.Options(**given) if given else None
     except TypeError as e:
         raise IdempotencyConfigError(f"jmespath_options are not jmespath.Options arguments: {e}") from e
-    custom = PowertoolsFunctions if options is None else options.custom_functions or functions.Functions
-    table = getattr(custom, "FUNCTION_TABLE", None)
+    custom = PowertoolsFunctions if options is None else options.custom_functions
     for name, expression in expressions.items():
-        if expression is None or table is None:
-            continue
-        nodes = [expression.parsed]
-        while nodes:
-            node = nodes.pop()
-            if node["type"] == "function_expression" and node["value"] not in table:
-                whose = "Powertools' own functions" if options is None else "its jmespath_options"
-                msg = (
-                    f"the Powertools cut-over's {name} {expression.expression!r} calls {node['value']}(), which "
-                    f"{whose} do not define: give PowertoolsCutover the jmespath_options Powertools keyed with "
-                    "(it does not take the IdempotencyConfig's)"
-                )
-                raise IdempotencyConfigError(msg)
-            nodes.extend(child for child in node.get("children", ()) if isinstance(child, dict))
+        missing = None if expression is None else undefined_function(expression, custom)
+        if expression is not None and missing is not None:
+            whose = "Powertools' own functions" if options is None else "its jmespath_options"
+            msg = (
+                f"the Powertools cut-over's {name} {expression.expression!r} calls {missing}(), which "
+                f"{whose} do not define: give PowertoolsCutover the jmespath_options Powertools keyed with "
+                "(it does not take the IdempotencyConfig's)"
+            )
+            raise IdempotencyConfigError(msg)
     return options
 
 

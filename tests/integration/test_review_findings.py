@@ -9,12 +9,15 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from fakes import FakeClock, FakeContext
+from jmespath import functions
 from stores import StoreFactory
 
 from consumer import (
     AlreadyProcessed,
     BatchProcessor,
     EventType,
+    IdempotencyAlreadyInProgressError,
     IdempotencyConfig,
     IdempotencyConfigError,
     IdempotencyGuard,
@@ -118,3 +121,79 @@ def test_the_same_key_expression_on_both_configs_runs_once_per_order(tmp_path):
     event = {"Records": [{"messageId": m, "body": '{"order_id": "o-1"}'} for m in ("m-1", "m-2")]}
     assert process_partial_response(event, charge, processor) == {"batchItemFailures": []}
     assert charged == ["o-1"]
+
+
+# -- a window shorter than the lock: a live lock taken over once the window passed --------------------------------
+
+
+@pytest.fixture(params=["memory", "sqlite", "dynamodb", "redis"])
+def any_store(request: pytest.FixtureRequest, tmp_path) -> object:
+    from conftest import _factory  # noqa: PLC0415 - the shared factory of every backend
+
+    factory: StoreFactory = _factory(request.param, request, tmp_path)
+    yield factory()
+    from stores import close_built_stores  # noqa: PLC0415
+
+    close_built_stores()
+
+
+def test_a_live_lock_is_not_taken_over_when_the_window_is_shorter_than_the_invocation(any_store):
+    # expires_after_seconds=60 on a function with a 15-minute timeout: the IN_PROGRESS record was written with
+    # expires_at = now + 60 s and a lock deadline 15 minutes on. A duplicate arriving 61 s into a slow body found the
+    # record "expired" and took the live lock over: both bodies ran (and the first one's commit was refused).
+    clock = FakeClock()
+    config = IdempotencyConfig(expires_after_seconds=60)
+    record = {"messageId": "m-slow"}
+    ran = []
+    with IdempotencyGuard(
+        record, store=any_store, config=config, clock=clock, context=FakeContext(900_000, clock)
+    ) as first:
+        ran.append("first")
+        clock.advance(61)  # the body is slow; the window has passed, its lock has 14 minutes to go
+        with (
+            pytest.raises(IdempotencyAlreadyInProgressError),
+            IdempotencyGuard(record, store=any_store, config=config, clock=clock, context=FakeContext(900_000, clock)),
+        ):
+            ran.append("duplicate")
+        first.result = "charged"
+    assert ran == ["first"]
+    assert first.committed
+    with pytest.raises(AlreadyProcessed) as done, IdempotencyGuard(record, store=any_store, config=config, clock=clock):
+        ran.append("replay")
+    assert (ran, done.value.response) == (["first"], "charged")
+
+
+# -- jmespath_options without the function a key expression calls: every record failed, one by one --------------
+
+
+class _OrderNumbers(functions.Functions):
+    """A migrating user's functions: Powertools' PowertoolsFunctions is not there to subclass, so powertools_json is
+    not among them."""
+
+    @functions.signature({"types": ["string"]})
+    def _func_order_number(self, value: str) -> str:
+        return value.strip().upper()
+
+
+@pytest.mark.parametrize("option", ["event_key_jmespath", "payload_validation_jmespath"])
+def test_a_key_expression_calling_a_function_its_jmespath_options_lack_is_refused_when_the_config_is_built(option):
+    # Built fine, then every record of every batch failed with IdempotencyKeyError ("Unknown function"), though the
+    # migration guide says a bad expression fails at import, as the cut-over's own check does.
+    with pytest.raises(IdempotencyConfigError, match=rf"^{option} 'powertools_json\(body\)\.id' calls powertools_json"):
+        IdempotencyConfig(
+            **{option: "powertools_json(body).id"}, jmespath_options={"custom_functions": _OrderNumbers()}
+        )
+    with pytest.raises(IdempotencyConfigError, match="calls powertools_json"):  # options without custom_functions
+        IdempotencyConfig(**{option: "powertools_json(body).id"}, jmespath_options={"dict_cls": dict})
+
+
+def test_a_key_expression_calling_its_own_functions_and_jmespath_builtins_runs(tmp_path):
+    config = IdempotencyConfig(
+        event_key_jmespath="order_number(to_string(powertools_order))",
+        jmespath_options={"custom_functions": _OrderNumbers()},
+    )
+    processor = BatchProcessor(EventType.SQS, store=SQLitePersistenceLayer(tmp_path / "s.sqlite3"), config=config)
+    ran = []
+    event = {"Records": [{"messageId": m, "body": "{}", "powertools_order": " o-1 "} for m in ("m-1", "m-2")]}
+    assert process_partial_response(event, ran.append, processor) == {"batchItemFailures": []}
+    assert len(ran) == 1  # one order, two messages: the second replays
