@@ -197,3 +197,35 @@ def test_a_key_expression_calling_its_own_functions_and_jmespath_builtins_runs(t
     event = {"Records": [{"messageId": m, "body": "{}", "powertools_order": " o-1 "} for m in ("m-1", "m-2")]}
     assert process_partial_response(event, ran.append, processor) == {"batchItemFailures": []}
     assert len(ran) == 1  # one order, two messages: the second replays
+
+
+# -- decode limits are per call, not per record --------------------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="max_decoded_bytes bounds each call of a decoding function, not a record: a projection calls it once per "
+    "element, so one record decodes (elements x limit) bytes; docs/configuration.md says 'at most about 40 MiB' per "
+    "record at the default (30 gzip bombs of 8 KB each in a 240 KB SQS body inflate 180 MiB). Fix needs a per-search "
+    "budget shared by the calls of one evaluation.",
+)
+def test_a_projection_of_decoding_calls_is_bounded_per_record_not_per_call(tmp_path):
+    import base64  # noqa: PLC0415
+    import gzip  # noqa: PLC0415
+    import json  # noqa: PLC0415
+
+    limit = 4096
+    part = base64.b64encode(gzip.compress(b"0" * limit)).decode()  # each inflates to exactly the limit
+    config = IdempotencyConfig(
+        event_key_jmespath="powertools_json(body)[*].powertools_base64_gzip(@)", max_decoded_bytes=limit
+    )
+    processor = BatchProcessor(
+        EventType.SQS,
+        store=SQLitePersistenceLayer(tmp_path / "s.sqlite3"),
+        config=config,
+        raise_on_entire_batch_failure=False,
+    )
+    event = {"Records": [{"messageId": "m-1", "body": json.dumps([part] * 10)}]}  # 10 x the limit from one record
+    ran = []
+    assert process_partial_response(event, ran.append, processor) == {"batchItemFailures": [{"itemIdentifier": "m-1"}]}
+    assert ran == []
