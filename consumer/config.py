@@ -302,7 +302,8 @@ def lock_deadline_ms(config: IdempotencyConfig, context: LambdaContext | None, n
     if remaining_time is None:  # no context, or a test's stand-in that knows no deadline
         return now_ms + config.lock_timeout_seconds * 1000
     remaining: int = remaining_time()  # never negative: a lock already expired when taken
-    return now_ms + max(0, remaining) + config.lock_grace_ms
+    # A whole number of ms, as stores keep it: a stand-in context's float (30000.0) would not read back from DynamoDB.
+    return int(now_ms + max(0, remaining) + config.lock_grace_ms)
 
 
 @functools.lru_cache(maxsize=4)

@@ -229,3 +229,31 @@ def test_a_projection_of_decoding_calls_is_bounded_per_record_not_per_call(tmp_p
     ran = []
     assert process_partial_response(event, ran.append, processor) == {"batchItemFailures": [{"itemIdentifier": "m-1"}]}
     assert ran == []
+
+
+# -- a context stand-in whose remaining time is a float ---------------------------------------------------------------
+
+
+class _FloatContext:
+    """A test's stand-in for the Lambda context, as hand-written ones often are: its remaining time a float."""
+
+    aws_request_id = "r-float"
+
+    def get_remaining_time_in_millis(self) -> float:
+        return 30_000.0
+
+
+def test_a_context_whose_remaining_time_is_a_float_locks_and_replays(any_store):
+    # The lock deadline became a float: Redis refused its PEXPIRE (every record failed), DynamoDB kept
+    # "1795688276123.0", which a duplicate meeting the live lock could not read back.
+    clock = FakeClock()
+    record = {"messageId": "m-ctx"}
+    with IdempotencyGuard(record, store=any_store, clock=clock, context=_FloatContext()) as first:
+        with (
+            pytest.raises(IdempotencyAlreadyInProgressError),
+            IdempotencyGuard(record, store=any_store, clock=clock, context=_FloatContext()),
+        ):
+            pass
+        first.result = "done"
+    with pytest.raises(AlreadyProcessed), IdempotencyGuard(record, store=any_store, clock=clock):
+        pass
