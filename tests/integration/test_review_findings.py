@@ -7,6 +7,7 @@ from a committed record. Each test names the ending it defends.
 from __future__ import annotations
 
 import datetime as dt
+import threading
 
 import pytest
 from fakes import FakeClock, FakeContext
@@ -257,3 +258,37 @@ def test_a_context_whose_remaining_time_is_a_float_locks_and_replays(any_store):
         first.result = "done"
     with pytest.raises(AlreadyProcessed), IdempotencyGuard(record, store=any_store, clock=clock):
         pass
+
+
+# -- a batch processed inside a record of a batch of the same processor --------------------------------------------
+
+
+def test_a_batch_processed_in_a_record_of_the_same_processors_batch_does_not_wait_for_its_own_workers(tmp_path):
+    # A record holding a batch of its own (a fan-out) processed by the module's one processor with max_workers=2:
+    # every worker ran an outer record, and each waited for inner records that no free worker would ever take. The
+    # invocation hung until Lambda's timeout, on every redelivery.
+    store = SQLitePersistenceLayer(tmp_path / "s.sqlite3")
+    processor = BatchProcessor(EventType.SQS, store=store, max_workers=2)
+    ran = []
+
+    def part(record):
+        ran.append(record.message_id)
+
+    def fan_out(record):
+        inner = {"Records": [{"messageId": f"{record.message_id}-{i}", "body": "{}"} for i in range(3)]}
+        return process_partial_response(inner, part, processor)
+
+    event = {"Records": [{"messageId": f"o-{i}", "body": "{}"} for i in range(2)]}
+    answers = []
+
+    def invoke():
+        answers.append(process_partial_response(event, fan_out, processor))
+        answers.append(processor.summary.processed)  # the outer batch's: this thread's last
+
+    worker = threading.Thread(target=invoke)
+    worker.daemon = True  # before the fix it never ends
+    worker.start()
+    worker.join(30)
+    assert not worker.is_alive(), "the nested batch waited for workers that were all waiting for it"
+    assert answers == [{"batchItemFailures": []}, 2]
+    assert sorted(ran) == [f"o-{o}-{i}" for o in range(2) for i in range(3)]
