@@ -147,6 +147,8 @@ class IdempotencyConfig:
         object.__setattr__(self, "lock_grace_ms", _whole("lock_grace_ms", self.lock_grace_ms))
         _require(self.lock_grace_ms >= 0, f"lock_grace_ms must not be negative, got {self.lock_grace_ms!r}")
         _check_hash_function(self.hash_function)
+        if self.response_hook is not None:
+            _check_response_hook(self.response_hook)
         _require(self.key_prefix != "", "key_prefix must not be empty (use None for the default)")
         object.__setattr__(self, "key_expression", _compile("event_key_jmespath", self._key_jmespath()))
         validation = _compile("payload_validation_jmespath", self.payload_validation_jmespath or None)
@@ -280,6 +282,23 @@ def _whole(name: str, value: object) -> int:
         with contextlib.suppress(TypeError):
             return operator.index(value)  # type: ignore[arg-type]  # what has no __index__ raises TypeError
     raise IdempotencyConfigError(f"{name} must be a whole number, got {value!r}")
+
+
+def _check_response_hook(hook: object) -> None:
+    """Refuse a hook that cannot be called as ``hook(response, record)`` for the replay's value.
+
+    An ``async def`` hook would make every replay its coroutine, never awaited (guards call the hook in sync and async
+    code alike).
+    """
+    _require(callable(hook), f"response_hook must be a function hook(response, record), got {hook!r}")
+    from consumer._handlers import is_async  # noqa: PLC0415 - its inspect costs 6 ms: only for a config with a hook
+
+    _require(
+        not is_async(hook),  # type: ignore[arg-type]  # callable, checked above
+        f"response_hook {getattr(hook, '__qualname__', hook)!r} is async def: it is called as hook(response, "
+        "record) when a duplicate replays, in sync and async code alike, and what it returns is the replay (a "
+        "coroutine, never awaited); make it a plain def",
+    )
 
 
 def _require(condition: bool, message: str) -> None:

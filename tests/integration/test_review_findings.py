@@ -292,3 +292,36 @@ def test_a_batch_processed_in_a_record_of_the_same_processors_batch_does_not_wai
     assert not worker.is_alive(), "the nested batch waited for workers that were all waiting for it"
     assert answers == [{"batchItemFailures": []}, 2]
     assert sorted(ran) == [f"o-{o}-{i}" for o in range(2) for i in range(3)]
+
+
+# -- an async response hook: every replay was its coroutine ---------------------------------------------------------
+
+
+async def _async_hook(response, record):
+    return {"hooked": response}
+
+
+def test_an_async_response_hook_is_refused_when_the_config_is_built():
+    # The guard calls the hook as hook(response, record): an async def hook made every replay a coroutine, never
+    # awaited; `await charge(order=...)` of a duplicate returned that coroutine instead of the stored result.
+    with pytest.raises(IdempotencyConfigError, match=r"^response_hook '_async_hook' is async def"):
+        IdempotencyConfig(response_hook=_async_hook)
+    with pytest.raises(IdempotencyConfigError, match=r"^response_hook must be a function"):
+        IdempotencyConfig(response_hook="not a function")
+
+
+def test_a_plain_response_hook_shapes_the_replay_of_an_async_function(tmp_path):
+    import asyncio  # noqa: PLC0415
+
+    config = IdempotencyConfig(event_key_jmespath="id", response_hook=lambda response, record: {"hooked": response})
+
+    @idempotent_function(
+        data_keyword_argument="order", store=SQLitePersistenceLayer(tmp_path / "s.sqlite3"), config=config
+    )
+    async def charge(order):
+        return {"charged": order["id"]}
+
+    async def twice():
+        return [await charge(order={"id": 1}), await charge(order={"id": 1})]
+
+    assert asyncio.run(twice()) == [{"charged": 1}, {"hooked": {"charged": 1}}]
