@@ -109,6 +109,25 @@ def given_options(given: Mapping[str, Any] | None, **expressions: ParsedResult |
     return options
 
 
+def check_options(table_name: str, payload: Callable[[Any], Any] | None) -> None:
+    """Refuse a cut-over's empty ``table_name``, and a ``payload=`` that is not a plain function (hashed at once).
+
+    Raises:
+        IdempotencyConfigError: The table name is empty; the payload is not callable, or is ``async def`` (its
+            coroutine would select no key, and every record would run as one Powertools never kept).
+    """
+    if not table_name:
+        raise IdempotencyConfigError("table_name must not be empty")
+    from consumer._handlers import is_async  # noqa: PLC0415 - inspect, for a cut-over with payload= only
+
+    if payload is not None and (not callable(payload) or is_async(payload)):
+        msg = (
+            f"payload must be a plain function of what the guard receives, got {payload!r}: its result is hashed at "
+            "once (a coroutine would select no key, and every record would run as one Powertools never kept)"
+        )
+        raise IdempotencyConfigError(msg)
+
+
 def _hash_default(value: Any) -> Any:
     """The JSON form Powertools' key encoder gives a value that JSON has no form for."""
     if isinstance(value, decimal.Decimal):

@@ -22,6 +22,7 @@ from consumer import (
     IdempotencyConfig,
     IdempotencyConfigError,
     IdempotencyGuard,
+    PowertoolsCutover,
     idempotent_function,
     process_partial_response,
 )
@@ -325,3 +326,26 @@ def test_a_plain_response_hook_shapes_the_replay_of_an_async_function(tmp_path):
         return [await charge(order={"id": 1}), await charge(order={"id": 1})]
 
     assert asyncio.run(twice()) == [{"charged": 1}, {"hooked": {"charged": 1}}]
+
+
+# -- the cut-over's payload= as async def: no Powertools key, so every record ran ----------------------------------
+
+
+async def _async_payload(record):
+    return {"id": record["messageId"]}
+
+
+def test_an_async_cutover_payload_is_refused_when_the_cutover_is_built():
+    # Its coroutine was hashed as the payload: the key expression selected nothing, "Powertools kept no record of
+    # it", and a record Powertools had completed ran again.
+    until = dt.datetime(2099, 1, 1, tzinfo=dt.timezone.utc)
+    with pytest.raises(IdempotencyConfigError, match=r"^payload must be a plain function"):
+        PowertoolsCutover(
+            table_name="pt", until=until, key_prefix="p", event_key_jmespath="id", payload=_async_payload,
+            boto3_client=object(),
+        )  # fmt: skip
+    plain = PowertoolsCutover(
+        table_name="pt", until=until, key_prefix="p", event_key_jmespath="id",
+        payload=lambda record: {"id": record["messageId"]}, boto3_client=object(),
+    )  # fmt: skip
+    assert plain.powertools_key({"messageId": "m-1"}) is not None
