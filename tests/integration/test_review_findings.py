@@ -29,16 +29,10 @@ from consumer import (
 from persistence import InMemoryPersistenceLayer, SQLitePersistenceLayer
 
 
-@pytest.fixture(params=["sqlite", "dynamodb", "redis"])
-def lasting_store(request: pytest.FixtureRequest, tmp_path) -> object:
-    """A store that keeps records as text or numbers on a real server or file (not Python objects in memory)."""
-    from conftest import _factory  # noqa: PLC0415 - the shared factory of every backend
-
-    factory: StoreFactory = _factory(request.param, request, tmp_path)
-    yield factory()
-    from stores import close_built_stores  # noqa: PLC0415
-
-    close_built_stores()
+@pytest.fixture
+def any_store(race_factory: StoreFactory) -> object:
+    """A store of each kind (in memory, a SQLite file, DynamoDB Local, a valkey-server)."""
+    return race_factory()
 
 
 # -- a whole-number window given as a float: its duplicates never replay ----------------------------------------
@@ -47,7 +41,7 @@ def lasting_store(request: pytest.FixtureRequest, tmp_path) -> object:
 @pytest.mark.parametrize(
     "option", ["expires_after_seconds", "lock_timeout_seconds", "lock_grace_ms"], ids=lambda name: name
 )
-def test_a_time_option_given_as_a_whole_float_replays_its_duplicates(option, lasting_store):
+def test_a_time_option_given_as_a_whole_float_replays_its_duplicates(option, any_store):
     # timedelta.total_seconds() is a float: IdempotencyConfig(expires_after_seconds=timedelta(hours=1).total_seconds())
     # was accepted, the first delivery committed a float expiry, and every duplicate then failed to read it back
     # ("stored item ... is not a record this library wrote: expires_at is not a whole number") instead of replaying.
@@ -57,12 +51,12 @@ def test_a_time_option_given_as_a_whole_float_replays_its_duplicates(option, las
     config = IdempotencyConfig(**{option: value})
     assert type(getattr(config, option)) is int  # a whole number is kept as one
     ran = []
-    with IdempotencyGuard({"messageId": "m-float"}, store=lasting_store, config=config) as guard:
+    with IdempotencyGuard({"messageId": "m-float"}, store=any_store, config=config) as guard:
         ran.append(1)
         guard.result = {"charged": 30}
     with (
         pytest.raises(AlreadyProcessed) as done,
-        IdempotencyGuard({"messageId": "m-float"}, store=lasting_store, config=config),
+        IdempotencyGuard({"messageId": "m-float"}, store=any_store, config=config),
     ):
         ran.append(2)
     assert (ran, done.value.response) == ([1], {"charged": 30})
@@ -126,17 +120,6 @@ def test_the_same_key_expression_on_both_configs_runs_once_per_order(tmp_path):
 
 
 # -- a window shorter than the lock: a live lock taken over once the window passed --------------------------------
-
-
-@pytest.fixture(params=["memory", "sqlite", "dynamodb", "redis"])
-def any_store(request: pytest.FixtureRequest, tmp_path) -> object:
-    from conftest import _factory  # noqa: PLC0415 - the shared factory of every backend
-
-    factory: StoreFactory = _factory(request.param, request, tmp_path)
-    yield factory()
-    from stores import close_built_stores  # noqa: PLC0415
-
-    close_built_stores()
 
 
 def test_a_live_lock_is_not_taken_over_when_the_window_is_shorter_than_the_invocation(any_store):
