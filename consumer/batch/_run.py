@@ -44,7 +44,7 @@ class RunSettings:
     model: type[Any] | None = None  # the handler gets each record parsed into it (a Pydantic model)
 
 
-#: The pool whose worker the current thread is, if any: a batch run in it must not wait for the pool's workers.
+#: The pool whose worker the current thread is, if any: a batch run in it must not wait for a pool's workers.
 _worker = threading.local()
 #: Stands in for the store of a processor that has none: its guards are pass-throughs and never reach it.
 _NO_STORE = InMemoryPersistenceLayer()
@@ -89,11 +89,11 @@ class BatchRun:
     def run(self) -> None:
         """Run every item; records sharing an ordering key run one after another, in order.
 
-        A batch processed inside a record of a batch of the same processor (a record holding a batch of its own)
-        runs in the worker it was called in, one record after another: it would otherwise wait for workers of the
-        pool that all wait for it.
+        A batch processed inside a record run by a worker (a record holding a batch of its own) runs in that worker,
+        one record after another: it would otherwise wait for workers of a pool that may all wait for it (its own
+        processor's, or through another processor's records, the outer one's).
         """
-        if self.pool is None or getattr(_worker, "pool", None) is self.pool:
+        if self.pool is None or getattr(_worker, "pool", None) is not None:
             for item in self.items:
                 self._run_item(item)
             return

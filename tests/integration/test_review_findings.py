@@ -332,3 +332,33 @@ def test_an_async_cutover_payload_is_refused_when_the_cutover_is_built():
         payload=lambda record: {"id": record["messageId"]}, boto3_client=object(),
     )  # fmt: skip
     assert plain.powertools_key({"messageId": "m-1"}) is not None
+
+
+def test_batches_nested_through_two_processors_do_not_wait_for_each_others_workers(tmp_path):
+    # A's records process a batch with B, whose records process a batch with A again: A's workers wait for B's
+    # runs, which waited for A's workers.
+    store = SQLitePersistenceLayer(tmp_path / "s.sqlite3")
+    a, b = (BatchProcessor(EventType.SQS, store=store, max_workers=2) for _ in range(2))
+    ran = []
+
+    def batch_of(record, depth):
+        return {"Records": [{"messageId": f"{record.message_id}/{depth}-{i}", "body": "{}"} for i in range(2)]}
+
+    def leaf(record):
+        ran.append(record.message_id)
+
+    def through_a(record):
+        return process_partial_response(batch_of(record, 2), leaf, a)
+
+    def through_b(record):
+        return process_partial_response(batch_of(record, 1), through_a, b)
+
+    event = {"Records": [{"messageId": f"o-{i}", "body": "{}"} for i in range(2)]}
+    answers = []
+    worker = threading.Thread(target=lambda: answers.append(process_partial_response(event, through_b, a)))
+    worker.daemon = True  # before the fix it never ends
+    worker.start()
+    worker.join(30)
+    assert not worker.is_alive(), "the nested batches waited for each other's workers"
+    assert answers == [{"batchItemFailures": []}]
+    assert len(ran) == 8
