@@ -54,6 +54,9 @@ class BatchSummary:
     lock_lost: int = 0  # of the failed: their commit was refused, another invocation took the record over
 
 
+#: The outcomes that need no redelivery (:attr:`Outcome.succeeded`), as a set: a membership test per record, not a
+#: property call.
+SUCCEEDED = frozenset(outcome for outcome in Outcome if outcome.succeeded)
 #: Each outcome with the summary field that counts it, read once: ``member.value`` is a Python-level property call.
 _COUNTED = tuple((outcome, outcome.value) for outcome in Outcome)
 _UNCOUNTED = dict.fromkeys((*Outcome, None), 0)  # None: a record left undecided

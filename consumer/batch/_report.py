@@ -56,12 +56,15 @@ def check_hook(hook: OutcomeHook | None) -> OutcomeHook | None:
     return hook
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
 class Reporter:
     """A processor's reporting options, and the report of one invocation."""
 
-    on_outcome: OutcomeHook | None
-    metrics: Metrics | None
+    __slots__ = ("metrics", "on_outcome")
+
+    def __init__(self, on_outcome: OutcomeHook | None, metrics: Metrics | None) -> None:
+        """Keep the options (checked by the processor): the hook to call per record, the metrics to write."""
+        self.on_outcome = on_outcome
+        self.metrics = metrics
 
     def report(
         self,
