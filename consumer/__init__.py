@@ -53,6 +53,7 @@ from consumer._errors import (
     NestedReplayError,
     ResponseDecodeError,
 )
+from consumer._output import HookRecord
 from consumer._reports import idempotency_disabled
 from consumer._serde import canonical_json
 from consumer.batch import (
@@ -139,6 +140,7 @@ __all__ = [
     "DecodeLimitError",
     "DynamoDBStreamRecord",
     "EventType",
+    "HookRecord",
     "IdempotencyAlreadyInProgressError",
     "IdempotencyConfig",
     "IdempotencyConfigError",

@@ -30,13 +30,18 @@ if TYPE_CHECKING:
     from jmespath.parser import ParsedResult
 
     from consumer._context import LambdaContext
+    from consumer._output import HookRecord
     from consumer.powertools import PowertoolsCutover
 
 
 class ResponseHook(Protocol):
-    """Called on a replayed response: ``hook(response, record) -> response``."""
+    """Called on a replayed response: ``hook(response, record) -> response``.
 
-    def __call__(self, response: Any, record: IdempotencyRecord) -> Any:
+    ``record`` is a :class:`~consumer.HookRecord`: the replayed record, which also reads by Powertools' ``DataRecord``
+    names. A hook typed with ``IdempotencyRecord`` still fits (it asks for less).
+    """
+
+    def __call__(self, response: Any, record: HookRecord) -> Any:
         """Return the response to hand back for a duplicate."""
         ...
 

@@ -53,6 +53,7 @@ EVERYTHING = textwrap.dedent(
         DecodeLimitError,
         DynamoDBStreamRecord,
         EventType,
+        HookRecord,
         IdempotencyAlreadyInProgressError,
         IdempotencyConfig,
         IdempotencyConfigError,
@@ -164,7 +165,12 @@ EVERYTHING = textwrap.dedent(
 
 
     clock: Clock = FixedClock()
+    def as_powertools_reads_it(response: Any, record: HookRecord) -> Any:
+        return {"stored": record.response_json_as_dict(), "text": record.response_data, "key": record.idempotency_key}
+
+
     hook: ResponseHook = keep
+    powertools_hook: ResponseHook = as_powertools_reads_it
     names = AttributeNames(key="pk")
     store: PersistenceLayer = InMemoryPersistenceLayer() if idempotency_disabled() else SQLitePersistenceLayer("o.db")
     table = DynamoDBPersistenceLayer(table_name="Idempotency", key_attr=names.key)
