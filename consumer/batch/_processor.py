@@ -17,11 +17,11 @@ from consumer.batch._event import (
     SUCCEEDED,
     BatchSummary,
     PartialBatchResponse,
+    Tally,
     checked_records,
     parse,
     records_of,
     refuse_kafka_without_cluster,
-    summarize,
 )
 from consumer.batch._record_model import check_model
 from consumer.batch._report import Reporter, check_hook
@@ -50,18 +50,18 @@ RunT = TypeVar("RunT", bound=BatchRun)
 class _Batch:
     """One batch processed: its items, summary and response, and the error to raise when every record failed."""
 
-    __slots__ = ("error", "items", "response", "summary")
+    __slots__ = ("error", "items", "response", "tally")
 
     def __init__(
         self,
         items: list[Item],
-        summary: BatchSummary,
+        tally: Tally,
         response: PartialBatchResponse | None = None,  # None: the run was interrupted (a BaseException)
         error: BatchProcessingError | None = None,
     ) -> None:
         """Keep what the batch came to; it is not changed afterwards."""
         self.items = items
-        self.summary = summary
+        self.tally = tally
         self.response = response
         self.error = error
 
@@ -161,7 +161,7 @@ class _Processor(Generic[RecordT]):
     def summary(self) -> BatchSummary | None:
         """What the last batch processed by this thread (or task) did; ``None`` before the first."""
         last = self._last_batch()
-        return None if last is None else last.summary
+        return None if last is None else last.tally.summary
 
     @property
     def items(self) -> list[Item]:
@@ -306,14 +306,14 @@ class _Processor(Generic[RecordT]):
     ) -> _Batch:
         """Keep the summary (``processor.summary``) and report it: logs, metrics, the outcome hook."""
         settings, items = run.settings, run.items
-        summary = summarize(settings.event_type, items, (time.perf_counter() - started) * 1000)
-        batch = _Batch(items, summary, response, error)
+        tally = Tally(settings.event_type, items, (time.perf_counter() - started) * 1000)
+        batch = _Batch(items, tally, response, error)
         self._keep(batch)
         by_design = settings.store is None and run.guard_passing != OWN  # warned once when the processor first ran
         self._reporter.report(
             settings,
             items,
-            summary,
+            tally,
             run.context,
             any_failed=any_failed,
             unguarded_by_design=by_design,
