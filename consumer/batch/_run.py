@@ -205,14 +205,14 @@ class BatchRun:
         return True
 
     def _guard(self, item: Item) -> IdempotencyGuard:
-        guard = self._new_guard(item)
-        guard._batch_record = (item.item_id, self._source)  # noqa: SLF001 - the processor logs it
-        return guard
-
-    def _new_guard(self, item: Item) -> IdempotencyGuard:
+        """``item``'s guard: the processor's store and config, or an ``@idempotent_function``'s own, or none."""
         s, own = self.settings, self._own
-        if own is not None:  # the function's own guard: the key it takes when called with the typed record
-            return IdempotencyGuard(
+        if own is None and s.store is not None:  # the usual case: the processor's own store
+            guard = IdempotencyGuard(
+                item.raw, store=s.store, config=s.config, context=self.context, clock=s.clock, disabled=self._disabled
+            )
+        elif own is not None:  # the function's own guard: the key it takes when called with the typed record
+            guard = IdempotencyGuard(
                 item.raw,
                 store=own.store,
                 config=own.config,
@@ -222,11 +222,10 @@ class BatchRun:
                 disabled=self._disabled,
                 output_serializer=own.output_serializer(),
             )
-        if s.store is None:  # a processor without a store: a pass-through, the record runs without idempotency
-            return IdempotencyGuard(item.raw, store=_NO_STORE, context=self.context, disabled=True)
-        return IdempotencyGuard(
-            item.raw, store=s.store, config=s.config, context=self.context, clock=s.clock, disabled=self._disabled
-        )
+        else:  # a processor without a store: a pass-through, the record runs without idempotency
+            guard = IdempotencyGuard(item.raw, store=_NO_STORE, context=self.context, disabled=True)
+        guard._batch_record = (item.item_id, self._source)  # noqa: SLF001 - the processor logs it
+        return guard
 
     def _run_item(self, item: Item) -> None:
         retried: set[str] | None = None  # the leases of this batch's records it tried again after (on a conflict)

@@ -261,9 +261,12 @@ def resolve_event_type(event_type: EventType, records: list[Any]) -> EventType:
     return event_type
 
 
+_SQS_TYPES = (EventType.SQS, EventType.SQS_FIFO)  # read once: a member read off its class is a call on 3.11
+
+
 def parse_record(event_type: EventType, raw: Mapping[str, Any]) -> Record:
     """Wrap ``raw`` as the typed record of ``event_type`` (raises ``KeyError``/``TypeError`` when malformed)."""
-    if event_type in (EventType.SQS, EventType.SQS_FIFO):
+    if event_type in _SQS_TYPES:
         return SQSRecord.from_raw(cast("SQSMessage", raw))
     if event_type is EventType.KINESIS:
         return KinesisRecord.from_raw(cast("KinesisStreamRecord", raw))
