@@ -68,13 +68,14 @@ class Tally:
 
     __slots__ = ("_built", "_counts", "_duration_ms", "event_type", "lock_lost", "records")
 
-    def __init__(self, event_type: EventType, items: list[Item], duration_ms: float) -> None:
-        """Count ``items`` by outcome now (what a hook does to an item later changes no count)."""
+    def __init__(self, event_type: str, items: list[Item], duration_ms: float) -> None:
+        """Count ``items`` of the source named ``event_type`` by outcome now (what a hook does to an item later
+        changes no count)."""  # noqa: D205, D209 - one sentence
         counts = _UNCOUNTED.copy()
         for item in items:
             counts[item.outcome] += 1
         self._counts = counts
-        self.event_type: str = event_type.value
+        self.event_type = event_type
         self.records = len(items)
         self.lock_lost = 0  # of the failed: their commit was refused, another invocation took the record over
         if counts[Outcome.FAILED]:

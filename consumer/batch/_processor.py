@@ -306,7 +306,7 @@ class _Processor(Generic[RecordT]):
     ) -> _Batch:
         """Keep the summary (``processor.summary``) and report it: logs, metrics, the outcome hook."""
         settings, items = run.settings, run.items
-        tally = Tally(settings.event_type, items, (time.perf_counter() - started) * 1000)
+        tally = Tally(run.source, items, (time.perf_counter() - started) * 1000)
         batch = _Batch(items, tally, response, error)
         self._keep(batch)
         by_design = settings.store is None and run.guard_passing != OWN  # warned once when the processor first ran

@@ -100,7 +100,6 @@ class BatchRun:
         "_own_call",
         "_own_context",
         "_remaining",
-        "_source",
         "_stopped",
         "_unstarted",
         "context",
@@ -109,6 +108,7 @@ class BatchRun:
         "items",
         "pool",
         "settings",
+        "source",
     )
 
     def __init__(
@@ -131,7 +131,7 @@ class BatchRun:
         self.items = items
         self.pool: ThreadPoolExecutor | None = None
         self._disabled = idempotency_disabled()
-        self._source = settings.event_type.value  # what each record's guard logs it under, read once
+        self.source: str = settings.event_type.value  # the source's name (logs, summary), read once: a property call
         self._stopped = False
         self._failed_groups: set[str] = set()
         self._lock = threading.Lock()
@@ -224,7 +224,7 @@ class BatchRun:
             )
         else:  # a processor without a store: a pass-through, the record runs without idempotency
             guard = IdempotencyGuard(item.raw, store=_NO_STORE, context=self.context, disabled=True)
-        guard._batch_record = (item.item_id, self._source)  # noqa: SLF001 - the processor logs it
+        guard._batch_record = (item.item_id, self.source)  # noqa: SLF001 - the processor logs it
         return guard
 
     def _run_item(self, item: Item) -> None:
