@@ -14,7 +14,6 @@ Examples:
     ...     guard.result = "charged"
 """
 
-from importlib import import_module
 from typing import TYPE_CHECKING
 
 from consumer._shadowing import refuse_shadowed
@@ -80,6 +79,7 @@ from persistence import (
     PersistenceLayerError,
     WriteConditionError,
 )
+from persistence._shadowing import imported_on_first_use
 
 if TYPE_CHECKING:
     from consumer.batch._async_batch import AsyncBatchProcessor, async_process_partial_response
@@ -106,20 +106,7 @@ _IMPORTED_ON_FIRST_USE = {
     "Metrics": "consumer.observability.metrics",
 }
 
-
-def __getattr__(name: str) -> object:
-    """Import the module of a public name listed in ``_IMPORTED_ON_FIRST_USE`` and return the name."""
-    module = _IMPORTED_ON_FIRST_USE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value  # later uses find it without coming here
-    return value
-
-
-def __dir__() -> list[str]:
-    """The module's names, those imported on first use included."""
-    return sorted({*globals(), *_IMPORTED_ON_FIRST_USE})
+__getattr__, __dir__ = imported_on_first_use(globals(), _IMPORTED_ON_FIRST_USE)
 
 
 #: The distribution's version. The only place it is written: pyproject.toml reads it from here (setuptools parses

@@ -3,7 +3,6 @@ that a decorated function's declaration or return annotation calls for."""  # no
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import dataclasses
 import datetime as dt
@@ -16,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from consumer._errors import IdempotencyModelTypeError, IdempotencyNoSerializationModelError, ResponseDecodeError
 from consumer._reports import log_committed_without_response
-from consumer._serde import ResultEncodingError, decode_result, encode_result
+from consumer._serde import ResultEncodingError, _b64, decode_result, encode_result
 from persistence import MAX_ITEM_BYTES, IdempotencyRecord, ItemTooLargeError
 
 if TYPE_CHECKING:
@@ -166,10 +165,6 @@ def json_value(value: Any) -> Any:
 def _key_text(key: Any) -> str:
     plain = json_value(key)  # 1 -> "1", True -> "true", None -> "null": as json.dumps writes such keys
     return plain if type(plain) is str else json.dumps(plain)
-
-
-def _b64(value: bytes | bytearray) -> str:
-    return base64.b64encode(value).decode("ascii")
 
 
 _JSON_SCALARS: dict[type, Callable[[Any], Any]] = {  # the types a replay rebuilds that JSON has no form for

@@ -5,14 +5,13 @@
 """
 
 import sys
-from importlib import import_module
 from typing import TYPE_CHECKING
+
+from persistence._shadowing import imported_on_first_use, refuse_shadowed
 
 # Imported on its own, not by consumer/__init__.py (which has checked this package), check that `consumer` is ours:
 # a user's own consumer.py that imports persistence is refused here, by a message that names it.
 if "consumer._shadowing" not in sys.modules:
-    from persistence._shadowing import refuse_shadowed
-
     refuse_shadowed("consumer")
 
 from persistence._async import (
@@ -49,20 +48,7 @@ _IMPORTED_ON_FIRST_USE = {
     "store_from_url": "persistence.urls",
 }
 
-
-def __getattr__(name: str) -> object:
-    """Import the module of a public name listed in ``_IMPORTED_ON_FIRST_USE`` and return the name."""
-    module = _IMPORTED_ON_FIRST_USE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value  # later uses find it without coming here
-    return value
-
-
-def __dir__() -> list[str]:
-    """The module's names, those imported on first use included."""
-    return sorted({*globals(), *_IMPORTED_ON_FIRST_USE})
+__getattr__, __dir__ = imported_on_first_use(globals(), _IMPORTED_ON_FIRST_USE)
 
 
 __all__ = [

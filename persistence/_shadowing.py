@@ -1,17 +1,25 @@
-"""Refuse a module of the user's that shadows ``consumer`` or ``persistence``, before anything imports it.
+"""What both packages' faces run at import: the shadowing check, and public names imported on first use.
+
+The check refuses a module of the user's that shadows ``consumer`` or ``persistence``, before anything imports it.
 
 idempotent-consumer installs two top-level packages, ``consumer`` and ``persistence``: names that a user's own file
 or folder in a Lambda function's root (``consumer.py``, ``persistence/``) can take. Python then imports the user's
 (the function's root comes first on ``sys.path``), with an error that does not say why. Both packages check the
 other with this module: ``persistence`` never imports ``consumer``, and ``consumer/_shadowing.py`` loads it from its
-file, before anything imports ``persistence``.
+file, before anything imports ``persistence``. Both packages (and the observability wing) import a few public names
+only when they are first used (:func:`imported_on_first_use`); this module is loaded by either package first.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import sys
+from importlib import import_module
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
 
 _HOME = Path(__file__).parent.parent  # the directory that holds both packages (not resolved: a stat per part)
 
@@ -42,6 +50,30 @@ def refuse_shadowed(name: str) -> None:
     ours = _HOME / name
     if found != ours and not _same(found, ours):
         raise ImportError(shadowing_message(name, found, ours), name=name, path=str(found))
+
+
+def imported_on_first_use(
+    namespace: dict[str, Any], names: Mapping[str, str]
+) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
+    """A package's ``__getattr__`` and ``__dir__`` (PEP 562): each name of ``names`` imports its module on first use.
+
+    ``namespace`` is the package's ``globals()``: a name once imported is put there, so later uses find it without
+    coming back to ``__getattr__``, which refuses a name not in ``names`` as Python would.
+    """
+    package = namespace["__name__"]
+
+    def get_attribute(name: str) -> object:
+        module = names.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(import_module(module), name)
+        namespace[name] = value
+        return value
+
+    def names_of_package() -> list[str]:
+        return sorted({*namespace, *names})
+
+    return get_attribute, names_of_package
 
 
 def shadowing_message(name: str, found: Path, ours: Path) -> str:

@@ -16,7 +16,6 @@ With metrics off (the default) a cold start does not build it.
 from __future__ import annotations
 
 import os
-from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from consumer.observability._outcomes_log import (
@@ -29,6 +28,7 @@ from consumer.observability._outcomes_log import (
     log_item,
     log_summary,
 )
+from persistence._shadowing import imported_on_first_use
 
 if TYPE_CHECKING:
     from consumer._context import LambdaContext
@@ -59,13 +59,8 @@ def document(
     return emf(metrics, summary, context, timestamp_ms)
 
 
-def __getattr__(name: str) -> object:
-    """``Metrics``, from the metrics module, imported on its first use (PEP 562)."""
-    if name != "Metrics":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = import_module("consumer.observability.metrics").Metrics
-    globals()[name] = value  # later uses find it without coming here
-    return value
+#: ``Metrics``, from the metrics module, imported on its first use (PEP 562).
+__getattr__, __dir__ = imported_on_first_use(globals(), {"Metrics": "consumer.observability.metrics"})
 
 
 __all__ = [

@@ -678,8 +678,8 @@ def test_a_failed_release_after_a_failed_read_keeps_the_reads_error():
         assert any("the store is down" in note for note in error.__notes__)
 
 
-def test_the_async_processor_reads_the_powertools_table_off_the_event_loop_with_an_inline_store():
-    # The in-memory store is called on the loop; the cut-over's GetItem is network I/O and must not be.
+def _cutover_noting_threads():
+    """A cut-over on a stubbed client, and the list its ``payload=`` appends the id of each thread it runs in to."""
     threads = []
 
     def payload(data):
@@ -690,6 +690,12 @@ def test_the_async_processor_reads_the_powertools_table_off_the_event_loop_with_
         table_name="pt", until=UNTIL, key_prefix="p", event_key_jmespath="messageId", boto3_client=_stub_client(),
         payload=payload,
     )  # fmt: skip
+    return cutover, threads
+
+
+def test_the_async_processor_reads_the_powertools_table_off_the_event_loop_with_an_inline_store():
+    # The in-memory store is called on the loop; the cut-over's GetItem is network I/O and must not be.
+    cutover, threads = _cutover_noting_threads()
     stubber = Stubber(cutover.boto3_client)
     stubber.add_response("get_item", {})
     processor = AsyncBatchProcessor(
@@ -731,16 +737,7 @@ class _NativeAsyncStore:
 
 def test_a_native_async_store_is_read_through_with_its_calls_on_the_loop_and_the_read_off_it():
     # The read-through runs in a thread; a native async store's calls are coroutines of the loop: they run there.
-    threads = []
-
-    def payload(data):
-        threads.append(threading.get_ident())
-        return data
-
-    cutover = PowertoolsCutover(
-        table_name="pt", until=UNTIL, key_prefix="p", event_key_jmespath="messageId", boto3_client=_stub_client(),
-        payload=payload,
-    )  # fmt: skip
+    cutover, threads = _cutover_noting_threads()
     stubber = Stubber(cutover.boto3_client)
     stubber.add_response("get_item", {"Item": {"status": {"S": "COMPLETED"}, "expiration": {"N": "4000000000"},
                                                "data": {"S": '{"charged": 30}'}}})  # fmt: skip

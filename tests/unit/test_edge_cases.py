@@ -391,16 +391,20 @@ def test_a_handler_is_inspected_once_not_on_every_batch(monkeypatch):
     assert inspected == [handler]
 
 
+class _Unhashable:
+    """A handler object's base that cannot be hashed (``__eq__`` without ``__hash__``): it notes what it saw."""
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(self):
+        self.seen = []
+
+    def __eq__(self, other):
+        return self is other
+
+
 def test_an_unhashable_callable_object_is_a_handler(store):
-    class Handler:
-        __hash__ = None  # type: ignore[assignment]
-
-        def __init__(self):
-            self.seen = []
-
-        def __eq__(self, other):
-            return self is other
-
+    class Handler(_Unhashable):
         def __call__(self, record):
             self.seen.append(record.message_id)
 
@@ -411,15 +415,7 @@ def test_an_unhashable_callable_object_is_a_handler(store):
 
 
 def test_an_unhashable_async_callable_object_is_a_handler_of_the_async_processor():
-    class Handler:
-        __hash__ = None  # type: ignore[assignment]
-
-        def __init__(self):
-            self.seen = []
-
-        def __eq__(self, other):
-            return self is other
-
+    class Handler(_Unhashable):
         async def __call__(self, record):
             self.seen.append(record.message_id)
 
