@@ -6,10 +6,12 @@ no request.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
 import logging
+import operator
 import os
 import threading
 import weakref
@@ -21,7 +23,7 @@ import jmespath.exceptions
 
 from consumer._context import register_invocation_context
 from consumer._errors import IdempotencyConfigError
-from consumer._jmespath import DEFAULT_MAX_DECODED_BYTES, compile_expression, options
+from consumer._jmespath import DEFAULT_MAX_DECODED_BYTES, compile_expression, options, undefined_function
 from persistence import IdempotencyRecord, RecordStatus
 
 if TYPE_CHECKING:
@@ -94,7 +96,8 @@ class IdempotencyConfig:
         jmespath_options: Powertools' ``jmespath_options``: keyword arguments of :class:`jmespath.Options`, used by
             both expressions instead of ours, as Powertools uses them instead of its own. Its
             ``{"custom_functions": CustomFunctions()}`` replaces the built-in functions (``powertools_json`` and the
-            others, ``header``): subclass ``jmespath.functions.Functions`` and add yours. Functions given here are
+            others, ``header``): subclass ``jmespath.functions.Functions`` and add yours (an expression calling a
+            function they do not define is refused here). Functions given here are
             the user's and are not bounded by ``max_decoded_bytes``. Not with ``key_header``. Empty (``{}``): ours,
             as Powertools takes it.
         lambda_context: Powertools' ``lambda_context=``: registered as this invocation's context when the config
@@ -139,9 +142,13 @@ class IdempotencyConfig:
         """Validate every field and compile the expressions once."""
         for name in ("expires_after_seconds", "local_cache_max_items", "local_cache_max_age_seconds",
                      "lock_timeout_seconds", "max_decoded_bytes"):  # fmt: skip
+            object.__setattr__(self, name, _whole(name, getattr(self, name)))
             _require(getattr(self, name) > 0, f"{name} must be positive, got {getattr(self, name)!r}")
+        object.__setattr__(self, "lock_grace_ms", _whole("lock_grace_ms", self.lock_grace_ms))
         _require(self.lock_grace_ms >= 0, f"lock_grace_ms must not be negative, got {self.lock_grace_ms!r}")
         _check_hash_function(self.hash_function)
+        if self.response_hook is not None:
+            _check_response_hook(self.response_hook)
         _require(self.key_prefix != "", "key_prefix must not be empty (use None for the default)")
         object.__setattr__(self, "key_expression", _compile("event_key_jmespath", self._key_jmespath()))
         validation = _compile("payload_validation_jmespath", self.payload_validation_jmespath or None)
@@ -164,9 +171,19 @@ class IdempotencyConfig:
             "key_header selects with the header() function, which jmespath_options replaces: give one of them",
         )
         try:
-            return jmespath.Options(**self.jmespath_options)
+            given = jmespath.Options(**self.jmespath_options)
         except TypeError as e:
             raise IdempotencyConfigError(f"jmespath_options are not jmespath.Options arguments: {e}") from e
+        for name, expression in (("event_key_jmespath", self.key_expression),
+                                 ("payload_validation_jmespath", self.validation_expression)):  # fmt: skip
+            missing = None if expression is None else undefined_function(expression, given.custom_functions)
+            _require(
+                missing is None,
+                f"{name} {getattr(expression, 'expression', None)!r} calls {missing}(), which its jmespath_options do "
+                "not define: they replace the built-in functions (powertools_json and the others), as in Powertools; "
+                "define it in your custom_functions (every record would fail)",
+            )
+        return given
 
     def _compared(self) -> tuple[Any, ...]:
         return tuple(getattr(self, f.name) for f in fields(self) if f.compare)
@@ -250,6 +267,40 @@ _warned: set[str] = set()
 _warned_lock = threading.Lock()
 
 
+def _whole(name: str, value: object) -> int:
+    """``value`` as an int: an integer, or a float with no fraction (``timedelta(hours=1).total_seconds()``).
+
+    Stores write these options into timestamps, which they keep and read back as whole numbers: a float expiry
+    written to DynamoDB or Redis would fail every duplicate that reads it back, instead of replaying it.
+
+    Raises:
+        IdempotencyConfigError: Anything else: a fraction, a ``bool``, text.
+    """
+    if not isinstance(value, bool):
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        with contextlib.suppress(TypeError):
+            return operator.index(value)  # type: ignore[arg-type]  # what has no __index__ raises TypeError
+    raise IdempotencyConfigError(f"{name} must be a whole number, got {value!r}")
+
+
+def _check_response_hook(hook: object) -> None:
+    """Refuse a hook that cannot be called as ``hook(response, record)`` for the replay's value.
+
+    An ``async def`` hook would make every replay its coroutine, never awaited (guards call the hook in sync and async
+    code alike).
+    """
+    _require(callable(hook), f"response_hook must be a function hook(response, record), got {hook!r}")
+    from consumer._handlers import is_async  # noqa: PLC0415 - its inspect costs 6 ms: only for a config with a hook
+
+    _require(
+        not is_async(hook),  # type: ignore[arg-type]  # callable, checked above
+        f"response_hook {getattr(hook, '__qualname__', hook)!r} is async def: it is called as hook(response, "
+        "record) when a duplicate replays, in sync and async code alike, and what it returns is the replay (a "
+        "coroutine, never awaited); make it a plain def",
+    )
+
+
 def _require(condition: bool, message: str) -> None:
     if not condition:
         raise IdempotencyConfigError(message)
@@ -270,7 +321,8 @@ def lock_deadline_ms(config: IdempotencyConfig, context: LambdaContext | None, n
     if remaining_time is None:  # no context, or a test's stand-in that knows no deadline
         return now_ms + config.lock_timeout_seconds * 1000
     remaining: int = remaining_time()  # never negative: a lock already expired when taken
-    return now_ms + max(0, remaining) + config.lock_grace_ms
+    # A whole number of ms, as stores keep it: a stand-in context's float (30000.0) would not read back from DynamoDB.
+    return int(now_ms + max(0, remaining) + config.lock_grace_ms)
 
 
 @functools.lru_cache(maxsize=4)

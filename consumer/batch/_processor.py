@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from consumer._context import lambda_context_of, system_clock
 from consumer._errors import BatchProcessingError
-from consumer._handlers import LAMBDA_CONTEXT, OWN, handler_shape, refuse_dropped_cutover
+from consumer._handlers import LAMBDA_CONTEXT, OWN, handler_shape, refuse_dropped_config
 from consumer.batch._event import (
     SUCCEEDED,
     BatchSummary,
@@ -275,7 +275,7 @@ class _Processor(Generic[RecordT]):
         record_handler = call.handler
         shape = handler_shape(record_handler, async_ok=async_ok)
         if shape.guard_passing == OWN:
-            refuse_dropped_cutover(self._settings.config, record_handler)
+            refuse_dropped_config(self._settings.config, record_handler)
         if self._settings.store is None and shape.guard_passing != OWN and not self._warned_unguarded:
             self._warned_unguarded = True
             logger.warning(

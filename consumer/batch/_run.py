@@ -87,6 +87,8 @@ class RunSettings:
 #: class (``Outcome.PROCESSED``) costs several times a global's read.
 _PROCESSED, _UNGUARDED = Outcome.PROCESSED, Outcome.UNGUARDED
 
+#: The pool whose worker the current thread is, if any: a batch run in it must not wait for a pool's workers.
+_worker = threading.local()
 #: Stands in for the store of a processor that has none: its guards are pass-throughs and never reach it.
 _NO_STORE = InMemoryPersistenceLayer()
 
@@ -155,8 +157,13 @@ class BatchRun:
             self._own_call = call if bound_to is None or call is None else types.MethodType(call, bound_to)
 
     def run(self) -> None:
-        """Run every item; records sharing an ordering key run one after another, in order."""
-        if self.pool is None:
+        """Run every item; records sharing an ordering key run one after another, in order.
+
+        A batch processed inside a record run by a worker (a record holding a batch of its own) runs in that worker,
+        one record after another: it would otherwise wait for workers of a pool that may all wait for it (its own
+        processor's, or through another processor's records, the outer one's).
+        """
+        if self.pool is None or getattr(_worker, "pool", None) is not None:
             for item in self.items:
                 self._run_item(item)
             return
@@ -180,6 +187,7 @@ class BatchRun:
         return list(groups.values())
 
     def _run_group(self, items: list[Item]) -> None:
+        _worker.pool = self.pool  # this thread is the pool's for its whole life
         with self._lock:
             self._unstarted, self._busy = self._unstarted - 1, self._busy + 1
         try:
