@@ -92,24 +92,43 @@ def guarded_function(handler: Callable[..., Any]) -> GuardedFunction | None:
     return own if getattr(handler, "__func__", handler) is own.decorated() else None  # __func__: a bound method
 
 
-def refuse_dropped_cutover(config: IdempotencyConfig | None, handler: Callable[..., Any]) -> None:
-    """Refuse a processor ``config``'s cut-over that an ``@idempotent_function`` ``handler`` would not use.
+#: What of a processor's config selects the records' keys: dropped silently, records keyed otherwise run again.
+_KEY_OPTIONS = ("event_key_jmespath", "key_header", "payload_validation_jmespath")
+
+
+def refuse_dropped_config(config: IdempotencyConfig | None, handler: Callable[..., Any]) -> None:
+    """Refuse what of a processor ``config`` an ``@idempotent_function`` ``handler`` would silently not use.
 
     Such a handler runs in its own guard, with its own config: a cut-over on the processor's config only would be
-    dropped, and every record Powertools already processed would run again.
+    dropped, and every record Powertools already processed would run again; so would a key expression (or header,
+    or payload validation) the processor sets and the function's config does not: records the processor's key
+    would replay (two messages of one order) would each run.
 
     Raises:
-        TypeError: ``config`` reads a Powertools table and the function's own config does not.
+        TypeError: ``config`` reads a Powertools table, or selects keys, unlike the function's own config.
     """
     own = guarded_function(handler)
-    if config is None or config.powertools_cutover is None or own is None or own.config.powertools_cutover:
+    if config is None or own is None:
         return
-    msg = (
-        "the processor's config reads a Powertools table (powertools_cutover), but its record handler is an "
-        "@idempotent_function, which runs in its own guard with its own config: put powertools_cutover on the "
-        "function's config (records Powertools processed would otherwise run again)"
-    )
-    raise TypeError(msg)
+    if config.powertools_cutover is not None and not own.config.powertools_cutover:
+        msg = (
+            "the processor's config reads a Powertools table (powertools_cutover), but its record handler is an "
+            "@idempotent_function, which runs in its own guard with its own config: put powertools_cutover on the "
+            "function's config (records Powertools processed would otherwise run again)"
+        )
+        raise TypeError(msg)
+    for name in _KEY_OPTIONS:
+        value, its = getattr(config, name), getattr(own.config, name)
+        unset = (None, "") if name == "payload_validation_jmespath" else (None,)  # "" keys on the whole record
+        if value in unset or value == its:
+            continue
+        msg = (
+            f"the processor's config sets {name} {value!r}, but its record handler is an @idempotent_function, "
+            f"which runs in its own guard with its own config ({name} {its!r}): put {name} on the function's "
+            "config (records would otherwise be keyed by the function's config, and those the processor's would "
+            "replay run again)"
+        )
+        raise TypeError(msg)
 
 
 def is_async(function: Callable[..., Any]) -> bool:

@@ -175,6 +175,25 @@ def compile_expression(expression: str) -> jmespath.parser.ParsedResult:
     return jmespath.compile(expression)
 
 
+def undefined_function(expression: jmespath.parser.ParsedResult, custom_functions: Any) -> str | None:
+    """The first function ``expression`` calls that ``custom_functions`` do not define, else ``None``.
+
+    ``custom_functions``: a :class:`jmespath.functions.Functions` (its class or an instance), or ``None`` for
+    JMESPath's own. JMESPath calls a function through that table alone, so such a call fails on every record; a table
+    it cannot read (functions resolved only when called) defines everything.
+    """
+    table = getattr(custom_functions or functions.Functions, "FUNCTION_TABLE", None)
+    if table is None:
+        return None
+    nodes = [expression.parsed]
+    while nodes:
+        node = nodes.pop()
+        if node["type"] == "function_expression" and node["value"] not in table:
+            return str(node["value"])
+        nodes.extend(child for child in node.get("children", ()) if isinstance(child, dict))
+    return None
+
+
 def search(expression: jmespath.parser.ParsedResult, data: Any, search_options: jmespath.Options) -> Any:
     """Evaluate a compiled expression with the custom functions of ``search_options`` (:func:`options`).
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import enum
 import os
-from dataclasses import dataclass
 
 MS_PER_SECOND = 1000
 
@@ -32,7 +32,7 @@ def new_lease() -> str:
     return os.urandom(16).hex()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class IdempotencyRecord:
     """One key's state in the store.
 
@@ -81,14 +81,8 @@ class IdempotencyRecord:
             payload_hash: Hash of the payload-validation selection, if any.
         """
         deadline_s = -(-lock_deadline_ms // MS_PER_SECOND)  # ceiling division
-        return cls(
-            key=key,
-            status=RecordStatus.IN_PROGRESS,
-            expires_at=max(expires_at, deadline_s),
-            in_progress_expires_at=lock_deadline_ms,
-            lease=new_lease(),
-            payload_hash=payload_hash,
-        )
+        build = new_record if cls is IdempotencyRecord else cls  # a subclass: its own __init__
+        return build(key, IN_PROGRESS, max(expires_at, deadline_s), lock_deadline_ms, new_lease(), None, payload_hash)
 
     def is_expired(self, now_ms: int) -> bool:
         """Whether the expiry window has passed (``expires_at < now``, in seconds)."""
@@ -105,9 +99,7 @@ class IdempotencyRecord:
 
     def completed(self, response: str | None, expires_at: int) -> IdempotencyRecord:
         """The ``COMPLETE`` record the holder of this one commits (same key, lease and payload hash)."""
-        return IdempotencyRecord(
-            self.key, RecordStatus.COMPLETE, expires_at, None, self.lease, response, self.payload_hash
-        )
+        return new_record(self.key, COMPLETE, expires_at, None, self.lease, response, self.payload_hash)
 
     def effective_status(self, now_ms: int) -> RecordStatus:
         """The status with expiry applied: ``EXPIRED`` once ``expires_at`` has passed."""
@@ -133,3 +125,36 @@ class IdempotencyRecord:
     def get_expiration_datetime(self) -> dt.datetime:
         """When the record expires, as Powertools gives it: a naive datetime in local time."""
         return dt.datetime.fromtimestamp(self.expires_at)  # noqa: DTZ006 - Powertools' value, naive as there
+
+
+_new = object.__new__
+#: Each field's slot, set directly (see :func:`new_record`), in the order of the fields.
+_SET_KEY, _SET_STATUS, _SET_EXPIRES_AT, _SET_LOCK_DEADLINE, _SET_LEASE, _SET_RESPONSE, _SET_PAYLOAD_HASH = (
+    IdempotencyRecord.__dict__[field.name].__set__ for field in dataclasses.fields(IdempotencyRecord)
+)
+
+
+def new_record(  # noqa: PLR0917 - one argument per field, in the order of the fields
+    key: str,
+    status: RecordStatus,
+    expires_at: int,
+    in_progress_expires_at: int | None,
+    lease: str,
+    response: str | None,
+    payload_hash: str | None,
+) -> IdempotencyRecord:
+    """``IdempotencyRecord(key, status, ...)``: the same record (equal, same hash), built at about half the cost.
+
+    Every record runs two of these (its ``IN_PROGRESS`` and its ``COMPLETE`` record). A frozen dataclass's
+    ``__init__`` sets each field through ``object.__setattr__``, which looks the field up on the class each time;
+    this sets each slot through its descriptor, looked up once here. Like ``__init__``, it checks no value.
+    """
+    record = _new(IdempotencyRecord)
+    _SET_KEY(record, key)
+    _SET_STATUS(record, status)
+    _SET_EXPIRES_AT(record, expires_at)
+    _SET_LOCK_DEADLINE(record, in_progress_expires_at)
+    _SET_LEASE(record, lease)
+    _SET_RESPONSE(record, response)
+    _SET_PAYLOAD_HASH(record, payload_hash)
+    return record

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from consumer._async import settle
@@ -23,27 +22,51 @@ from consumer.observability import Item, Outcome
 from persistence import InlineStore, as_async_store
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
+    from consumer._context import LambdaContext
     from consumer._errors import IdempotencyAlreadyInProgressError
+    from consumer.batch._run import RunSettings
     from consumer.guard import IdempotencyGuard
     from persistence import AsyncPersistenceLayer
 
 
-@dataclass
 class AsyncBatchRun(BatchRun):
     """Runs the items of one batch as asyncio tasks, at most ``settings.max_workers`` records at once."""
 
-    cancel_at_deadline: bool = True
-    _past_deadline: bool = False
-    _aborting: bool = False
-    _deadline_cancels: set[asyncio.Task[Any]] = field(default_factory=set)
-    _in_flight: dict[int, IdempotencyGuard] = field(default_factory=dict)  # by worker number
-    _store: AsyncPersistenceLayer | None = None
-    _inline: bool = False
-    _queue: collections.deque[list[Item]] = field(default_factory=collections.deque)
-    _workers: list[asyncio.Task[None]] = field(default_factory=list)
-    _hiring: bool = False
+    __slots__ = (
+        "_aborting",
+        "_deadline_cancels",
+        "_hiring",
+        "_in_flight",
+        "_inline",
+        "_past_deadline",
+        "_queue",
+        "_store",
+        "_workers",
+        "cancel_at_deadline",
+    )
+
+    def __init__(
+        self,
+        settings: RunSettings,
+        handler: Callable[..., Any],
+        guard_passing: str,
+        context: LambdaContext | None,
+        items: list[Item],
+    ) -> None:
+        """A run over ``items``, not started (see :class:`~consumer.batch._run.BatchRun`)."""
+        super().__init__(settings, handler, guard_passing, context, items)
+        self.cancel_at_deadline = True
+        self._past_deadline = False
+        self._aborting = False
+        self._deadline_cancels: set[asyncio.Task[Any]] = set()
+        self._in_flight: dict[int, IdempotencyGuard] = {}  # by worker number
+        self._store: AsyncPersistenceLayer | None = None
+        self._inline = False
+        self._queue: collections.deque[list[Item]] = collections.deque()
+        self._workers: list[asyncio.Task[None]] = []
+        self._hiring = False
 
     async def arun(self) -> None:
         """Run every item; records sharing an ordering key run one after another, in order.
@@ -128,7 +151,7 @@ class AsyncBatchRun(BatchRun):
         return blocked
 
     async def _arun_item(self, item: Item, number: int) -> None:
-        retried: set[str] = set()  # the leases of this batch's records it tried again after
+        retried: set[str] | None = None  # the leases of this batch's records it tried again after (on a conflict)
         while not self._skipped(item):  # checked again before a retry: the batch may have stopped meanwhile
             try:
                 guard = self._in_flight[number] = self._guard(item)
@@ -142,6 +165,7 @@ class AsyncBatchRun(BatchRun):
                     self._succeeded(item, guard)
                     return
                 on = self._wait_on(conflict, guard)
+                retried = set() if retried is None else retried
                 waited = on if isinstance(on, Waited) else await await_holder(*on, conflict, retried)
             except Exception as e:  # noqa: BLE001 - any failure of one record is reported, never raised
                 self._failed(item, e, guard)

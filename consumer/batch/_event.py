@@ -54,25 +54,52 @@ class BatchSummary:
     lock_lost: int = 0  # of the failed: their commit was refused, another invocation took the record over
 
 
+#: The outcomes that need no redelivery (:attr:`Outcome.succeeded`), as a set: a membership test per record, not a
+#: property call.
+SUCCEEDED = frozenset(outcome for outcome in Outcome if outcome.succeeded)
 #: Each outcome with the summary field that counts it, read once: ``member.value`` is a Python-level property call.
 _COUNTED = tuple((outcome, outcome.value) for outcome in Outcome)
 _UNCOUNTED = dict.fromkeys((*Outcome, None), 0)  # None: a record left undecided
 
 
-def summarize(event_type: EventType, items: list[Item], duration_ms: float) -> BatchSummary:
-    counts = _UNCOUNTED.copy()
-    for item in items:
-        counts[item.outcome] += 1
-    lost = 0
-    if counts[Outcome.FAILED]:
-        lost = sum(1 for i in items if i.outcome is Outcome.FAILED and isinstance(i.error, LockLostError))
-    return BatchSummary(
-        event_type=event_type.value,
-        records=len(items),
-        duration_ms=round(duration_ms, 3),
-        lock_lost=lost,
-        **{name: counts[outcome] for outcome, name in _COUNTED},
-    )
+class Tally:
+    """What a batch's records came to, counted once every outcome is decided: the :class:`BatchSummary` is built
+    from these counts when it is first read (a log line, metrics, ``processor.summary``), not with every batch."""  # noqa: D205, D209 - one sentence
+
+    __slots__ = ("_built", "_counts", "_duration_ms", "event_type", "lock_lost", "records")
+
+    def __init__(self, event_type: str, items: list[Item], duration_ms: float) -> None:
+        """Count ``items`` of the source named ``event_type`` by outcome now (what a hook does to an item later
+        changes no count)."""  # noqa: D205, D209 - one sentence
+        counts = _UNCOUNTED.copy()
+        for item in items:
+            counts[item.outcome] += 1
+        self._counts = counts
+        self.event_type = event_type
+        self.records = len(items)
+        self.lock_lost = 0  # of the failed: their commit was refused, another invocation took the record over
+        if counts[Outcome.FAILED]:
+            self.lock_lost = sum(1 for i in items if i.outcome is Outcome.FAILED and isinstance(i.error, LockLostError))
+        self._duration_ms = duration_ms
+        self._built: BatchSummary | None = None
+
+    @property
+    def unguarded(self) -> int:
+        """How many records ran without an idempotency key."""
+        return self._counts[Outcome.UNGUARDED]
+
+    @property
+    def summary(self) -> BatchSummary:
+        """The counts as the public :class:`BatchSummary` (built on the first read, then kept)."""
+        if self._built is None:
+            self._built = BatchSummary(
+                event_type=self.event_type,
+                records=self.records,
+                duration_ms=round(self._duration_ms, 3),
+                lock_lost=self.lock_lost,
+                **{name: self._counts[outcome] for outcome, name in _COUNTED},
+            )
+        return self._built
 
 
 def records_of(event: BatchEvent, event_type: EventType) -> list[Any]:

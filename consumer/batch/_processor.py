@@ -4,25 +4,24 @@ partial batch response."""  # noqa: D205, D209 - one sentence
 from __future__ import annotations
 
 import contextvars
-import dataclasses
 import functools
 import logging
 import threading
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from consumer._context import lambda_context_of, system_clock
 from consumer._errors import BatchProcessingError
-from consumer._handlers import LAMBDA_CONTEXT, OWN, handler_shape, refuse_dropped_cutover
+from consumer._handlers import LAMBDA_CONTEXT, OWN, handler_shape, refuse_dropped_config
 from consumer.batch._event import (
+    SUCCEEDED,
     BatchSummary,
     PartialBatchResponse,
+    Tally,
     checked_records,
     parse,
     records_of,
     refuse_kafka_without_cluster,
-    summarize,
 )
 from consumer.batch._record_model import check_model
 from consumer.batch._report import Reporter, check_hook
@@ -48,14 +47,23 @@ logger = logging.getLogger("idempotent_consumer")
 RunT = TypeVar("RunT", bound=BatchRun)
 
 
-@dataclass(frozen=True, slots=True)
 class _Batch:
     """One batch processed: its items, summary and response, and the error to raise when every record failed."""
 
-    items: list[Item]
-    summary: BatchSummary
-    response: PartialBatchResponse | None = None  # None: the run was interrupted (a BaseException)
-    error: BatchProcessingError | None = None
+    __slots__ = ("error", "items", "response", "tally")
+
+    def __init__(
+        self,
+        items: list[Item],
+        tally: Tally,
+        response: PartialBatchResponse | None = None,  # None: the run was interrupted (a BaseException)
+        error: BatchProcessingError | None = None,
+    ) -> None:
+        """Keep what the batch came to; it is not changed afterwards."""
+        self.items = items
+        self.tally = tally
+        self.response = response
+        self.error = error
 
     def respond(self) -> PartialBatchResponse:
         """The response; or raise ``BatchProcessingError`` when every record failed (and the processor raises)."""
@@ -68,10 +76,7 @@ class _Batch:
         """Powertools' ``processor.process()`` list: ``("success", result, record as delivered)`` or ``("fail",
         "<exception type>:<exception>", typed record)``, in batch order."""  # noqa: D205, D209 - one sentence
         return [
-            ("success", i.result, i.raw)
-            if i.outcome is not None and i.outcome.succeeded
-            else ("fail", _why(i), i.record)
-            for i in self.items
+            ("success", i.result, i.raw) if i.outcome in SUCCEEDED else ("fail", _why(i), i.record) for i in self.items
         ]
 
 
@@ -81,15 +86,23 @@ def _why(item: Item) -> str:
     return f"{type(item.error)}:{item.error}"
 
 
-@dataclass(slots=True)
 class _Call:
     """One call of ``process``: its handler and context, and in Powertools' older form the records of
     ``processor(records, handler, lambda_context)``, kept until its ``with`` block ends."""  # noqa: D205, D209 - one sentence
 
-    handler: Callable[..., Any]
-    context: LambdaContext | None
-    records: list[Any] | None = None  # the older form's; None: the event's, given to process()
-    batch: _Batch | None = None  # what process() made of it, read when the block ends
+    __slots__ = ("batch", "context", "handler", "records")
+
+    def __init__(
+        self,
+        handler: Callable[..., Any],
+        context: LambdaContext | None,
+        records: list[Any] | None = None,  # the older form's; None: the event's, given to process()
+    ) -> None:
+        """The call, its batch not yet processed."""
+        self.handler = handler
+        self.context = context
+        self.records = records
+        self.batch: _Batch | None = None  # what process() made of it, read when the block ends
 
 
 class _Processor(Generic[RecordT]):
@@ -148,7 +161,7 @@ class _Processor(Generic[RecordT]):
     def summary(self) -> BatchSummary | None:
         """What the last batch processed by this thread (or task) did; ``None`` before the first."""
         last = self._last_batch()
-        return None if last is None else last.summary
+        return None if last is None else last.tally.summary
 
     @property
     def items(self) -> list[Item]:
@@ -159,12 +172,12 @@ class _Processor(Generic[RecordT]):
     @property
     def success_messages(self) -> list[Any]:
         """Powertools' name: the records of the last batch that succeeded (ran, or replayed), as delivered."""
-        return [item.raw for item in self.items if item.outcome is not None and item.outcome.succeeded]
+        return [item.raw for item in self.items if item.outcome in SUCCEEDED]
 
     @property
     def fail_messages(self) -> list[Any]:
         """Powertools' name: the typed records of the last batch that were reported in ``batchItemFailures``."""
-        return [item.record for item in self.items if item.outcome is None or not item.outcome.succeeded]
+        return [item.record for item in self.items if item.outcome not in SUCCEEDED]
 
     def response(self) -> PartialBatchResponse:
         """Powertools' name: the partial batch response of the last batch this thread (or task) processed.
@@ -262,7 +275,7 @@ class _Processor(Generic[RecordT]):
         record_handler = call.handler
         shape = handler_shape(record_handler, async_ok=async_ok)
         if shape.guard_passing == OWN:
-            refuse_dropped_cutover(self._settings.config, record_handler)
+            refuse_dropped_config(self._settings.config, record_handler)
         if self._settings.store is None and shape.guard_passing != OWN and not self._warned_unguarded:
             self._warned_unguarded = True
             logger.warning(
@@ -277,9 +290,7 @@ class _Processor(Generic[RecordT]):
             raws = records_of({} if event is None else event, self.event_type)
         event_type = resolve_event_type(self.event_type, raws)
         items = parse(event_type, raws)
-        settings = self._settings
-        if event_type is not settings.event_type:  # an SQS processor's FIFO queue, say
-            settings = dataclasses.replace(settings, event_type=event_type)
+        settings = self._settings.for_source(event_type)  # an SQS processor's FIFO queue, say
         # A durable function's context: the Lambda context it carries sets the deadline.
         return run(settings, record_handler, shape.guard_passing, lambda_context_of(call.context), items), started
 
@@ -295,14 +306,14 @@ class _Processor(Generic[RecordT]):
     ) -> _Batch:
         """Keep the summary (``processor.summary``) and report it: logs, metrics, the outcome hook."""
         settings, items = run.settings, run.items
-        summary = summarize(settings.event_type, items, (time.perf_counter() - started) * 1000)
-        batch = _Batch(items, summary, response, error)
+        tally = Tally(run.source, items, (time.perf_counter() - started) * 1000)
+        batch = _Batch(items, tally, response, error)
         self._keep(batch)
         by_design = settings.store is None and run.guard_passing != OWN  # warned once when the processor first ran
         self._reporter.report(
             settings,
             items,
-            summary,
+            tally,
             run.context,
             any_failed=any_failed,
             unguarded_by_design=by_design,
@@ -313,7 +324,7 @@ class _Processor(Generic[RecordT]):
     def _finish(self, run: BatchRun, started: float) -> _Batch:
         """Build the partial batch response and the error to raise if every record failed; keep and report them."""
         items = run.items
-        failures = [i for i in items if i.outcome is None or not i.outcome.succeeded]
+        failures = [i for i in items if i.outcome not in SUCCEEDED]
         response: PartialBatchResponse = {
             "batchItemFailures": [{"itemIdentifier": failure_identifier(i.record, i.item_id)} for i in failures]
         }

@@ -18,14 +18,14 @@ import sys
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from consumer import _reports
-from consumer._reports import idempotency_disabled
+from consumer._reports import enabled, idempotency_disabled
 from consumer.observability import HOOK_FAILED, Outcome, document, log_interrupted, log_item, log_summary
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from consumer._context import LambdaContext
-    from consumer.batch._event import BatchSummary
+    from consumer.batch._event import BatchSummary, Tally
     from consumer.batch._run import RunSettings
     from consumer.observability import Item, Metrics
 
@@ -56,18 +56,21 @@ def check_hook(hook: OutcomeHook | None) -> OutcomeHook | None:
     return hook
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
 class Reporter:
     """A processor's reporting options, and the report of one invocation."""
 
-    on_outcome: OutcomeHook | None
-    metrics: Metrics | None
+    __slots__ = ("metrics", "on_outcome")
+
+    def __init__(self, on_outcome: OutcomeHook | None, metrics: Metrics | None) -> None:
+        """Keep the options (checked by the processor): the hook to call per record, the metrics to write."""
+        self.on_outcome = on_outcome
+        self.metrics = metrics
 
     def report(
         self,
         settings: RunSettings,
         items: list[Item],
-        summary: BatchSummary,
+        tally: Tally,
         context: LambdaContext | None,
         *,
         any_failed: bool,
@@ -79,7 +82,7 @@ class Reporter:
         Args:
             settings: The run's settings.
             items: The batch's records, with their outcomes.
-            summary: Their counts.
+            tally: Their counts (its ``summary`` is built here only when a line or metrics need it).
             context: The invocation's Lambda context.
             any_failed: Whether any record is reported in ``batchItemFailures`` (the summary is a WARNING).
             unguarded_by_design: The processor has no store and its handler no guard of its own: every record runs
@@ -87,22 +90,23 @@ class Reporter:
             interrupted: The ``BaseException`` that stopped the run: only decided records are reported, the
                 summary is an ERROR naming it, and it propagates once the report is written.
         """
-        source = summary.event_type
-        if any_failed or summary.unguarded or interrupted is not None:
+        source = tally.event_type
+        if any_failed or tally.unguarded or interrupted is not None:
             quiet: set[Outcome | None] = {Outcome.PROCESSED, Outcome.REPLAYED}
-            if summary.unguarded and (unguarded_by_design or idempotency_disabled()):  # unguarded by request
+            if tally.unguarded and (unguarded_by_design or idempotency_disabled()):  # unguarded by request
                 quiet.add(Outcome.UNGUARDED)
             if interrupted is not None:
                 quiet.add(None)  # not decided: the whole batch comes back, which the summary says
             _log_items([item for item in items if item.outcome not in quiet], source, context, settings)
         undecided = sum(1 for item in items if item.outcome is None) if interrupted is not None else 0
-        if interrupted is None:
-            log_summary(summary, context, any_failed=any_failed)
-        else:
-            log_interrupted(summary, undecided, interrupted, context)
+        if interrupted is not None:
+            log_interrupted(tally.summary, undecided, interrupted, context)
+        elif any_failed or enabled(logging.INFO):  # else log_summary writes nothing (INFO is off): no summary built
+            log_summary(tally.summary, context, any_failed=any_failed)
         if self.metrics is not None:
             # Undecided records come back with the whole batch, as failed ones do: Failed counts them, so that the
             # counts add up to Records and an alarm on Failed sees an interrupted invocation.
+            summary = tally.summary
             counted = dataclasses.replace(summary, failed=summary.failed + undecided) if undecided else summary
             self._write_metrics(self.metrics, settings, counted, context)
         if self.on_outcome is not None:

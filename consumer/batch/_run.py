@@ -6,7 +6,6 @@ import concurrent.futures
 import contextvars
 import threading
 import types
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from consumer._errors import AlreadyProcessed, IdempotencyAlreadyInProgressError, IdempotencyKeyError
@@ -29,64 +28,142 @@ if TYPE_CHECKING:
     from persistence import AsyncPersistenceLayer, PersistenceLayer
 
 
-@dataclass(frozen=True, slots=True)
 class RunSettings:
-    """The processor's settings, as one run needs them."""
+    """The processor's settings, as one run needs them (a plain slotted class: no code generated at import)."""
 
-    event_type: EventType
-    store: PersistenceLayer | AsyncPersistenceLayer | None  # None: only @idempotent_function handlers are guarded
-    config: IdempotencyConfig | None
-    clock: Clock
-    max_workers: int
-    deadline_margin_ms: int
-    stop_on_first_failure: bool
-    skip_group_on_error: bool
-    model: type[Any] | None = None  # the handler gets each record parsed into it (a Pydantic model)
+    __slots__ = (
+        "clock",
+        "config",
+        "deadline_margin_ms",
+        "event_type",
+        "max_workers",
+        "model",
+        "skip_group_on_error",
+        "stop_on_first_failure",
+        "store",
+    )
+
+    def __init__(  # noqa: PLR0917 - one argument per setting, in order
+        self,
+        event_type: EventType,
+        store: PersistenceLayer | AsyncPersistenceLayer | None,  # None: only @idempotent_function handlers are guarded
+        config: IdempotencyConfig | None,
+        clock: Clock,
+        max_workers: int,
+        deadline_margin_ms: int,
+        stop_on_first_failure: bool,
+        skip_group_on_error: bool,
+        model: type[Any] | None = None,  # the handler gets each record parsed into it (a Pydantic model)
+    ) -> None:
+        """Keep the settings; they are not changed afterwards (:meth:`for_source` makes a copy)."""
+        self.event_type = event_type
+        self.store = store
+        self.config = config
+        self.clock = clock
+        self.max_workers = max_workers
+        self.deadline_margin_ms = deadline_margin_ms
+        self.stop_on_first_failure = stop_on_first_failure
+        self.skip_group_on_error = skip_group_on_error
+        self.model = model
+
+    def for_source(self, event_type: EventType) -> RunSettings:
+        """These settings for the batch's own source (an SQS processor's FIFO queue, say)."""
+        if event_type is self.event_type:
+            return self
+        return RunSettings(
+            event_type,
+            self.store,
+            self.config,
+            self.clock,
+            self.max_workers,
+            self.deadline_margin_ms,
+            self.stop_on_first_failure,
+            self.skip_group_on_error,
+            self.model,
+        )
 
 
+#: The outcomes of a record that ran, by plain names for the per-record path: on Python 3.11 a member read off its
+#: class (``Outcome.PROCESSED``) costs several times a global's read.
+_PROCESSED, _UNGUARDED = Outcome.PROCESSED, Outcome.UNGUARDED
+
+#: The pool whose worker the current thread is, if any: a batch run in it must not wait for a pool's workers.
+_worker = threading.local()
 #: Stands in for the store of a processor that has none: its guards are pass-throughs and never reach it.
 _NO_STORE = InMemoryPersistenceLayer()
 
 
-@dataclass
 class BatchRun:
     """Runs the items of one batch through their guards and records each outcome."""
 
-    settings: RunSettings
-    handler: Callable[..., Any]
-    guard_passing: str
-    context: LambdaContext | None
-    items: list[Item]
-    pool: ThreadPoolExecutor | None = None
-    _disabled: bool = field(default_factory=idempotency_disabled)
-    _stopped: bool = False
-    _failed_groups: set[str] = field(default_factory=set)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    _own: GuardedFunction | None = field(init=False, default=None)  # an @idempotent_function handler's guard
-    _own_context: bool = field(init=False, default=False)
-    _own_call: Callable[..., Any] | None = field(init=False, default=None)  # the undecorated function (bound)
-    _remaining: Callable[[], int] | None = field(init=False, default=None)
-    # Records of several groups run at once (threads, or tasks of a loop): they may meet each other's locks.
-    _holders: BatchHolders[Any] | None = field(init=False, default=None)
-    _unstarted: int = field(init=False, default=0)  # groups not started yet
-    _busy: int = field(init=False, default=0)  # workers (threads, or tasks) running a group
+    __slots__ = (
+        "_busy",
+        "_disabled",
+        "_failed_groups",
+        "_holders",
+        "_lock",
+        "_own",
+        "_own_call",
+        "_own_context",
+        "_remaining",
+        "_stopped",
+        "_unstarted",
+        "context",
+        "guard_passing",
+        "handler",
+        "items",
+        "pool",
+        "settings",
+        "source",
+    )
 
-    def __post_init__(self) -> None:
-        """An ``@idempotent_function`` record handler runs in its own guard, not in a second one of ours.
+    def __init__(
+        self,
+        settings: RunSettings,
+        handler: Callable[..., Any],
+        guard_passing: str,
+        context: LambdaContext | None,
+        items: list[Item],
+    ) -> None:
+        """A run over ``items``, not started.
 
-        A context without ``get_remaining_time_in_millis`` (a test's stand-in) knows no deadline: none is kept.
+        An ``@idempotent_function`` record handler runs in its own guard, not in a second one of ours. A context
+        without ``get_remaining_time_in_millis`` (a test's stand-in) knows no deadline: none is kept.
         """
-        self._remaining = getattr(self.context, "get_remaining_time_in_millis", None)
-        if self.guard_passing == OWN:
-            self._own = own = guarded_function(self.handler)
-            self._own_context = handler_shape(self.handler, async_ok=True).lambda_context
-            bound_to = getattr(self.handler, "__self__", None)  # a decorated method, handed over bound
+        self.settings = settings
+        self.handler = handler
+        self.guard_passing = guard_passing
+        self.context = context
+        self.items = items
+        self.pool: ThreadPoolExecutor | None = None
+        self._disabled = idempotency_disabled()
+        self.source: str = settings.event_type.value  # the source's name (logs, summary), read once: a property call
+        self._stopped = False
+        self._failed_groups: set[str] = set()
+        self._lock = threading.Lock()
+        self._own: GuardedFunction | None = None  # an @idempotent_function handler's guard
+        self._own_context = False
+        self._own_call: Callable[..., Any] | None = None  # the undecorated function (bound)
+        self._remaining: Callable[[], int] | None = getattr(context, "get_remaining_time_in_millis", None)
+        # Records of several groups run at once (threads, or tasks of a loop): they may meet each other's locks.
+        self._holders: BatchHolders[Any] | None = None
+        self._unstarted = 0  # groups not started yet
+        self._busy = 0  # workers (threads, or tasks) running a group
+        if guard_passing == OWN:
+            self._own = own = guarded_function(handler)
+            self._own_context = handler_shape(handler, async_ok=True).lambda_context
+            bound_to = getattr(handler, "__self__", None)  # a decorated method, handed over bound
             call = own.function if own is not None else None
             self._own_call = call if bound_to is None or call is None else types.MethodType(call, bound_to)
 
     def run(self) -> None:
-        """Run every item; records sharing an ordering key run one after another, in order."""
-        if self.pool is None:
+        """Run every item; records sharing an ordering key run one after another, in order.
+
+        A batch processed inside a record run by a worker (a record holding a batch of its own) runs in that worker,
+        one record after another: it would otherwise wait for workers of a pool that may all wait for it (its own
+        processor's, or through another processor's records, the outer one's).
+        """
+        if self.pool is None or getattr(_worker, "pool", None) is not None:
             for item in self.items:
                 self._run_item(item)
             return
@@ -110,6 +187,7 @@ class BatchRun:
         return list(groups.values())
 
     def _run_group(self, items: list[Item]) -> None:
+        _worker.pool = self.pool  # this thread is the pool's for its whole life
         with self._lock:
             self._unstarted, self._busy = self._unstarted - 1, self._busy + 1
         try:
@@ -139,14 +217,14 @@ class BatchRun:
         return True
 
     def _guard(self, item: Item) -> IdempotencyGuard:
-        guard = self._new_guard(item)
-        guard._batch_record = (item.item_id, self.settings.event_type.value)  # noqa: SLF001 - the processor logs it
-        return guard
-
-    def _new_guard(self, item: Item) -> IdempotencyGuard:
+        """``item``'s guard: the processor's store and config, or an ``@idempotent_function``'s own, or none."""
         s, own = self.settings, self._own
-        if own is not None:  # the function's own guard: the key it takes when called with the typed record
-            return IdempotencyGuard(
+        if own is None and s.store is not None:  # the usual case: the processor's own store
+            guard = IdempotencyGuard(
+                item.raw, store=s.store, config=s.config, context=self.context, clock=s.clock, disabled=self._disabled
+            )
+        elif own is not None:  # the function's own guard: the key it takes when called with the typed record
+            guard = IdempotencyGuard(
                 item.raw,
                 store=own.store,
                 config=own.config,
@@ -156,14 +234,13 @@ class BatchRun:
                 disabled=self._disabled,
                 output_serializer=own.output_serializer(),
             )
-        if s.store is None:  # a processor without a store: a pass-through, the record runs without idempotency
-            return IdempotencyGuard(item.raw, store=_NO_STORE, context=self.context, disabled=True)
-        return IdempotencyGuard(
-            item.raw, store=s.store, config=s.config, context=self.context, clock=s.clock, disabled=self._disabled
-        )
+        else:  # a processor without a store: a pass-through, the record runs without idempotency
+            guard = IdempotencyGuard(item.raw, store=_NO_STORE, context=self.context, disabled=True)
+        guard._batch_record = (item.item_id, self.source)  # noqa: SLF001 - the processor logs it
+        return guard
 
     def _run_item(self, item: Item) -> None:
-        retried: set[str] = set()  # the leases of this batch's records it tried again after
+        retried: set[str] | None = None  # the leases of this batch's records it tried again after (on a conflict)
         while not self._skipped(item):  # checked again before a retry: the batch may have stopped meanwhile
             g = None
             try:
@@ -173,6 +250,7 @@ class BatchRun:
                     self._succeeded(item, g)
                     return
                 on = self._wait_on(conflict, g)
+                retried = set() if retried is None else retried
                 waited = on if isinstance(on, Waited) else wait_for_holder(*on, conflict, retried)
                 if self._waited(item, conflict, g, waited):
                     continue  # the holder was a record of this batch, and it ended: try again
@@ -241,9 +319,9 @@ class BatchRun:
     def _succeeded(item: Item, guard: IdempotencyGuard) -> None:
         item.result, item.key = guard.result, guard.key
         if guard.key is not None:
-            item.outcome = Outcome.PROCESSED
+            item.outcome = _PROCESSED
             return
-        item.outcome = Outcome.UNGUARDED
+        item.outcome = _UNGUARDED
         why = guard._no_key()  # noqa: SLF001 - the record's guard, which the processor made
         if why is not None:  # no key selected (not idempotency disabled): the error not raised, as it was allowed
             item.error = IdempotencyKeyError(why)

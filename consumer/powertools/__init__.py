@@ -39,6 +39,7 @@ from consumer.powertools._formats import (
     COMPLETED,
     INPROGRESS,
     MISCONFIGURED,
+    check_options,
     digest,
     given_options,
     hasher,
@@ -164,7 +165,7 @@ class PowertoolsCutover:
             until.tzinfo is not None and until.utcoffset() is not None,
             f"until must be timezone-aware, e.g. datetime(2030, 7, 1, tzinfo=timezone.utc); got the naive {until!r}",
         )
-        _require(bool(self.table_name), "table_name must not be empty")
+        check_options(self.table_name, self.payload)
         _require(self.sort_key_attr != self.key_attr, f"sort_key_attr must differ from key_attr ({self.key_attr!r})")
         function = self.function
         if callable(function):

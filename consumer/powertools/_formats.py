@@ -37,7 +37,7 @@ import jmespath
 from jmespath import functions
 
 from consumer._errors import IdempotencyConfigError
-from consumer._jmespath import decode_base64, inflate, parse_json
+from consumer._jmespath import decode_base64, inflate, parse_json, undefined_function
 from consumer._serde import encode_result
 from consumer.sources import as_delivered
 
@@ -95,24 +95,37 @@ def given_options(given: Mapping[str, Any] | None, **expressions: ParsedResult |
         options = jmespath.Options(**given) if given else None
     except TypeError as e:
         raise IdempotencyConfigError(f"jmespath_options are not jmespath.Options arguments: {e}") from e
-    custom = PowertoolsFunctions if options is None else options.custom_functions or functions.Functions
-    table = getattr(custom, "FUNCTION_TABLE", None)
+    custom = PowertoolsFunctions if options is None else options.custom_functions
     for name, expression in expressions.items():
-        if expression is None or table is None:
-            continue
-        nodes = [expression.parsed]
-        while nodes:
-            node = nodes.pop()
-            if node["type"] == "function_expression" and node["value"] not in table:
-                whose = "Powertools' own functions" if options is None else "its jmespath_options"
-                msg = (
-                    f"the Powertools cut-over's {name} {expression.expression!r} calls {node['value']}(), which "
-                    f"{whose} do not define: give PowertoolsCutover the jmespath_options Powertools keyed with "
-                    "(it does not take the IdempotencyConfig's)"
-                )
-                raise IdempotencyConfigError(msg)
-            nodes.extend(child for child in node.get("children", ()) if isinstance(child, dict))
+        missing = None if expression is None else undefined_function(expression, custom)
+        if expression is not None and missing is not None:
+            whose = "Powertools' own functions" if options is None else "its jmespath_options"
+            msg = (
+                f"the Powertools cut-over's {name} {expression.expression!r} calls {missing}(), which "
+                f"{whose} do not define: give PowertoolsCutover the jmespath_options Powertools keyed with "
+                "(it does not take the IdempotencyConfig's)"
+            )
+            raise IdempotencyConfigError(msg)
     return options
+
+
+def check_options(table_name: str, payload: Callable[[Any], Any] | None) -> None:
+    """Refuse a cut-over's empty ``table_name``, and a ``payload=`` that is not a plain function (hashed at once).
+
+    Raises:
+        IdempotencyConfigError: The table name is empty; the payload is not callable, or is ``async def`` (its
+            coroutine would select no key, and every record would run as one Powertools never kept).
+    """
+    if not table_name:
+        raise IdempotencyConfigError("table_name must not be empty")
+    from consumer._handlers import is_async  # noqa: PLC0415 - inspect, for a cut-over with payload= only
+
+    if payload is not None and (not callable(payload) or is_async(payload)):
+        msg = (
+            f"payload must be a plain function of what the guard receives, got {payload!r}: its result is hashed at "
+            "once (a coroutine would select no key, and every record would run as one Powertools never kept)"
+        )
+        raise IdempotencyConfigError(msg)
 
 
 def _hash_default(value: Any) -> Any:

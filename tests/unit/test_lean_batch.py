@@ -1,0 +1,65 @@
+"""What the batch's lean path leaves out changes nothing a user sees: the summary is counted as the batch ends and
+built only when read, the same for the sync and the async processor."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from events import failures, sqs_event, sqs_record
+from fakes import FakeContext
+
+import consumer.batch._event as batch_event
+from consumer import BatchSummary, EventType, Item, Outcome
+from persistence import InMemoryPersistenceLayer
+
+EVENT = sqs_event(sqs_record("m-1", 1), sqs_record("m-2", 2), sqs_record("m-1", 1))
+
+
+def handler(record):
+    if record.message_id == "m-2":
+        raise ValueError("declined")
+    return {"done": record.message_id}
+
+
+def test_the_summary_counts_the_outcomes_as_the_batch_ended_whatever_a_hook_does_to_an_item(face):
+    def rewrite(item: Item) -> None:
+        item.outcome = Outcome.FAILED  # a hook's own business: the batch's counts were taken before it ran
+
+    processor = face.processor(EventType.SQS, store=InMemoryPersistenceLayer(), on_outcome=rewrite)
+    response = face.process(EVENT, handler, processor, FakeContext())
+    assert failures(response) == ["m-2"]
+    summary = processor.summary
+    assert (summary.records, summary.processed, summary.replayed, summary.failed) == (3, 1, 1, 1)
+    assert processor.summary is summary  # built once, on the first read
+
+
+def test_a_batch_that_succeeded_with_info_off_builds_no_summary_until_it_is_read(face, monkeypatch, caplog):
+    built: list[BatchSummary] = []
+
+    class Counted(BatchSummary):
+        __slots__ = ()
+
+        def __init__(self, **fields: object) -> None:
+            super().__init__(**fields)  # type: ignore[arg-type]  # the summary's own fields
+            built.append(self)
+
+    monkeypatch.setattr(batch_event, "BatchSummary", Counted)
+    caplog.set_level(logging.WARNING, logger="idempotent_consumer")
+    processor = face.processor(EventType.SQS, store=InMemoryPersistenceLayer())
+    face.process(sqs_event(sqs_record("m-1", 1)), handler, processor, FakeContext())
+    assert built == []  # nothing logged, no metrics: nothing read it
+    assert processor.summary.processed == 1
+    assert built == [processor.summary]
+
+
+@pytest.mark.parametrize("level", [logging.INFO, logging.WARNING])
+def test_the_summary_line_is_written_exactly_when_its_level_is_on(face, caplog, level):
+    caplog.set_level(level, logger="idempotent_consumer")
+    processor = face.processor(EventType.SQS, store=InMemoryPersistenceLayer())
+    face.process(sqs_event(sqs_record("m-1", 1)), handler, processor, FakeContext())
+    lines = [r for r in caplog.records if r.getMessage().startswith("batch processed")]
+    assert len(lines) == (1 if level == logging.INFO else 0)
+    face.process(EVENT, handler, processor, FakeContext())  # a failure: the WARNING line, whatever INFO is
+    lines = [r for r in caplog.records if r.getMessage().startswith("batch processed: 3")]
+    assert [r.levelno for r in lines] == [logging.WARNING]
