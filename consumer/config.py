@@ -14,8 +14,6 @@ import logging
 import operator
 import os
 import threading
-import weakref
-from collections import OrderedDict
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -24,7 +22,7 @@ import jmespath.exceptions
 from consumer._context import register_invocation_context
 from consumer._errors import IdempotencyConfigError
 from consumer._jmespath import DEFAULT_MAX_DECODED_BYTES, compile_expression, options, undefined_function
-from persistence import IdempotencyRecord, RecordStatus
+from persistence._cache import LocalCache, LocalCaches
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -141,12 +139,8 @@ class IdempotencyConfig:
 
     def __post_init__(self) -> None:
         """Validate every field and compile the expressions once."""
-        for name in ("expires_after_seconds", "local_cache_max_items", "local_cache_max_age_seconds",
-                     "lock_timeout_seconds", "max_decoded_bytes"):  # fmt: skip
-            object.__setattr__(self, name, _whole(name, getattr(self, name)))
-            _require(getattr(self, name) > 0, f"{name} must be positive, got {getattr(self, name)!r}")
-        object.__setattr__(self, "lock_grace_ms", _whole("lock_grace_ms", self.lock_grace_ms))
-        _require(self.lock_grace_ms >= 0, f"lock_grace_ms must not be negative, got {self.lock_grace_ms!r}")
+        for name, least, most in _COUNTS:
+            object.__setattr__(self, name, _whole(name, getattr(self, name), least, most))
         _check_hash_function(self.hash_function)
         if self.response_hook is not None:
             _check_response_hook(self.response_hook)
@@ -263,26 +257,45 @@ def _check_hash_function(name: str) -> None:
 logger = logging.getLogger("idempotent_consumer")
 #: Digests whose collisions can be computed: warned of once per process and name (the Powertools cut-over hashes
 #: Powertools' keys with its md5 apart from this config, to find its records, and warns of nothing).
+#: The longest duration an option may name: 100 years. Stores keep deadlines as whole milliseconds since the epoch
+#: in 64-bit integers (SQLite's INTEGER, Redis's PX); a longer one would fail every record at the store.
+MAX_SECONDS = 100 * 365 * 24 * 3600
+#: The options that are whole numbers, with their least and greatest values (``None``: no bound).
+_COUNTS = (
+    ("expires_after_seconds", 1, MAX_SECONDS),
+    ("local_cache_max_items", 1, None),
+    ("local_cache_max_age_seconds", 1, MAX_SECONDS),
+    ("lock_timeout_seconds", 1, MAX_SECONDS),
+    ("max_decoded_bytes", 1, None),
+    ("lock_grace_ms", 0, None),
+)
+
 _COLLIDING = frozenset(("md4", "md5", "md5-sha1", "sha1"))
 _warned: set[str] = set()
 _warned_lock = threading.Lock()
 
 
-def _whole(name: str, value: object) -> int:
-    """``value`` as an int: an integer, or a float with no fraction (``timedelta(hours=1).total_seconds()``).
+def _whole(name: str, value: object, least: int, most: int | None) -> int:
+    """``value`` as an int: an integer, or a float with no fraction (``timedelta(hours=1).total_seconds()``), from
+    ``least`` to ``most``.
 
     Stores write these options into timestamps, which they keep and read back as whole numbers: a float expiry
     written to DynamoDB or Redis would fail every duplicate that reads it back, instead of replaying it.
 
     Raises:
-        IdempotencyConfigError: Anything else: a fraction, a ``bool``, text.
-    """
+        IdempotencyConfigError: Anything else: a fraction, a ``bool``, text, or a number out of bounds.
+    """  # noqa: D205 - one sentence
+    number = None
     if not isinstance(value, bool):
         if isinstance(value, float) and value.is_integer():
-            return int(value)
+            number = int(value)
         with contextlib.suppress(TypeError):
-            return operator.index(value)  # type: ignore[arg-type]  # what has no __index__ raises TypeError
-    raise IdempotencyConfigError(f"{name} must be a whole number, got {value!r}")
+            number = operator.index(value)  # type: ignore[arg-type]  # what has no __index__ raises TypeError
+    if number is None:
+        raise IdempotencyConfigError(f"{name} must be a whole number, got {value!r}")
+    _require(number >= least, f"{name} must {'be positive' if least else 'not be negative'}, got {value!r}")
+    _require(most is None or number <= most, f"{name} must be at most {most} (100 years), got {value!r}")
+    return number
 
 
 def _check_response_hook(hook: object) -> None:
@@ -330,70 +343,3 @@ def lock_deadline_ms(config: IdempotencyConfig, context: LambdaContext | None, n
 def default_config(function_name: str | None) -> IdempotencyConfig:  # noqa: ARG001 - the cache key
     """The config of a guard given none: one per function name (``AWS_LAMBDA_FUNCTION_NAME``, the key prefix)."""
     return IdempotencyConfig()
-
-
-class LocalCache:
-    """Completed records of one store by key, least recently used evicted first. Never holds ``IN_PROGRESS``.
-
-    An entry is trusted for at most ``max_age_ms`` after it was cached (and never past the record's
-    expiry), so an operator's ``records delete`` reaches every warm process within that bound.
-    """
-
-    def __init__(self, max_items: int, max_age_ms: int) -> None:
-        """Create an empty cache holding at most ``max_items`` records, each for at most ``max_age_ms``."""
-        self._max_items = max_items
-        self._max_age_ms = max_age_ms
-        self._records: OrderedDict[str, tuple[IdempotencyRecord, int]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: str, now_ms: int) -> IdempotencyRecord | None:
-        """Return the record for ``key`` if it is unexpired and young enough, dropping it otherwise."""
-        with self._lock:
-            entry = self._records.get(key)
-            if entry is None:
-                return None
-            record, cached_at_ms = entry
-            if record.is_expired(now_ms) or now_ms - cached_at_ms > self._max_age_ms:
-                del self._records[key]
-                return None
-            self._records.move_to_end(key)
-            return record
-
-    def put(self, record: IdempotencyRecord, now_ms: int) -> None:
-        """Remember a ``COMPLETE`` record read or written at ``now_ms`` (others are ignored)."""
-        if record.status is not RecordStatus.COMPLETE:
-            return
-        with self._lock:
-            self._records[record.key] = (record, now_ms)
-            self._records.move_to_end(record.key)
-            while len(self._records) > self._max_items:
-                self._records.popitem(last=False)
-
-    def __len__(self) -> int:
-        """Number of records held."""
-        return len(self._records)
-
-
-class LocalCaches:
-    """One :class:`LocalCache` per store: two stores sharing a config never replay each other's records."""
-
-    def __init__(self, max_items: int, max_age_ms: int) -> None:
-        """Caches of ``max_items`` records each, entries trusted for ``max_age_ms``."""
-        self._max_items = max_items
-        self._max_age_ms = max_age_ms
-        self._weak: weakref.WeakKeyDictionary[Any, LocalCache] = weakref.WeakKeyDictionary()
-        # Stores that cannot be weakly referenced (or hashed) are kept by identity, with the store itself,
-        # so an id is never reused by another store while its cache lives.
-        self._by_id: dict[int, tuple[object, LocalCache]] = {}
-        self._lock = threading.Lock()
-
-    def for_store(self, store: object) -> LocalCache:
-        """The cache of ``store``, made on first use."""
-        with self._lock:
-            try:
-                cache = self._weak.get(store)
-                if cache is None:
-                    cache = self._weak[store] = LocalCache(self._max_items, self._max_age_ms)
-            except TypeError:  # not weakly referenceable, or unhashable
-                _, cache = self._by_id.setdefault(id(store), (store, LocalCache(self._max_items, self._max_age_ms)))
-            return cache

@@ -41,9 +41,10 @@ if TYPE_CHECKING:
     from types import TracebackType
 
     from consumer._context import Clock, LambdaContext
-    from consumer.config import IdempotencyConfig, LocalCache
+    from consumer.config import IdempotencyConfig
     from consumer.serialization import BaseIdempotencySerializer
     from persistence import AsyncPersistenceLayer, ItemTooLargeError, PersistenceLayer
+    from persistence._cache import LocalCache
 
 
 @final

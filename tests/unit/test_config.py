@@ -7,8 +7,8 @@ import datetime as dt
 
 import pytest
 
-from consumer import IdempotencyConfig, IdempotencyConfigError, PowertoolsCutover, make_key
-from persistence import IdempotencyRecord, RecordStatus
+from consumer import IdempotencyConfig, IdempotencyConfigError, PowertoolsCutover, idempotent_function, make_key
+from persistence import IdempotencyRecord, RecordStatus, SQLitePersistenceLayer
 
 
 @pytest.mark.parametrize(
@@ -21,6 +21,9 @@ from persistence import IdempotencyRecord, RecordStatus
         ({"lock_timeout_seconds": -5}, "lock_timeout_seconds must be positive"),
         ({"local_cache_max_items": 0}, "local_cache_max_items must be positive"),
         ({"lock_grace_ms": -1}, "lock_grace_ms must not be negative"),
+        ({"expires_after_seconds": 10**20}, "expires_after_seconds must be at most 3153600000 \\(100 years\\)"),
+        ({"lock_timeout_seconds": 3153600001}, "lock_timeout_seconds must be at most 3153600000"),
+        ({"local_cache_max_age_seconds": 2**63}, "local_cache_max_age_seconds must be at most 3153600000"),
         ({"key_prefix": ""}, "key_prefix must not be empty"),
     ],
 )
@@ -144,3 +147,17 @@ def test_config_is_shown_compared_and_hashed_by_its_fields_as_a_dataclass_is():
     assert config != dataclasses.replace(config, lock_grace_ms=5)
     assert config != "IdempotencyConfig"
     assert len({config, same, IdempotencyConfig()}) == 2
+
+
+def test_the_longest_expiry_allowed_commits_and_replays_on_a_sqlite_file(tmp_path):
+    store = SQLitePersistenceLayer(str(tmp_path / "o.db"))
+    config = IdempotencyConfig(expires_after_seconds=100 * 365 * 24 * 3600)
+    runs = []
+
+    @idempotent_function(data_keyword_argument="order", store=store, config=config)
+    def charge(order):
+        runs.append(order["id"])
+        return {"charged": order["id"]}
+
+    assert charge(order={"id": 1}) == charge(order={"id": 1}) == {"charged": 1}
+    assert runs == [1]
