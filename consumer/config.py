@@ -86,11 +86,12 @@ class IdempotencyConfig:
             fails, as any missing selection does; with ``raise_on_no_idempotency_key=False`` it is keyed by its own
             id instead (as without ``key_header``), so a redelivery still replays. Kinesis and DynamoDB Streams
             processors refuse it.
-        max_decoded_bytes: The most each decoding function of a key expression (and of the Powertools cut-over)
-            produces from one record (default 6 MiB, Lambda's payload limit): ``base64_gzip_decode`` inflates and
-            ``base64_decode`` decodes at most that many bytes; ``json_parse`` reads at most that many characters,
-            with at most one ``{``, ``[``, ``:`` or ``,`` per 16 of them. Past it, the record fails alone with a
-            ``DecodeLimitError`` (an ``IdempotencyKeyError``) naming the function and the limit.
+        max_decoded_bytes: The most the decoding functions of one evaluation of the key or validation expression
+            (or the Powertools cut-over's) produce from one record, all of its calls together (default 6 MiB,
+            Lambda's payload limit): ``base64_gzip_decode`` calls inflate and base64 decoding produces at most that
+            many bytes in all; ``json_parse`` calls read at most that many characters in all, with at most one
+            ``{``, ``[``, ``:`` or ``,`` per 16 of them. Past it, the record fails alone with a
+            ``DecodeLimitError`` (an ``IdempotencyKeyError``) naming the function, the limit and the record.
         jmespath_options: Powertools' ``jmespath_options``: keyword arguments of :class:`jmespath.Options`, used by
             both expressions instead of ours, as Powertools uses them instead of its own. Its
             ``{"custom_functions": CustomFunctions()}`` replaces the built-in functions (``powertools_json`` and the

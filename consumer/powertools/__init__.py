@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from consumer._async import settle, settled
 from consumer._errors import DecodeLimitError, IdempotencyConfigError, IdempotencyKeyError, IdempotencyValidationError
-from consumer._jmespath import DEFAULT_MAX_DECODED_BYTES
+from consumer._jmespath import DEFAULT_MAX_DECODED_BYTES, search
 from consumer._result import acommit, commit
 from consumer.config import _compile, _require
 from consumer.keys import failure_said
@@ -210,8 +210,8 @@ class PowertoolsCutover:
         return now_ms < self._until_ms
 
     def _select(self, expression: ParsedResult | None, payload: Any, limit: int) -> Any:
-        options = self._options or powertools_options(limit)
-        return payload if expression is None else expression.search(payload, options=options)
+        options = self._options or powertools_options(limit)  # ours: a budget per evaluation, as the config's
+        return payload if expression is None else search(expression, payload, options)
 
     def powertools_key(self, data: Any, *, max_decoded_bytes: int = DEFAULT_MAX_DECODED_BYTES) -> str | None:
         """The key Powertools gave ``data``; ``None``: it kept no record.

@@ -37,7 +37,7 @@ import jmespath
 from jmespath import functions
 
 from consumer._errors import IdempotencyConfigError
-from consumer._jmespath import decode_base64, inflate, parse_json, undefined_function
+from consumer._jmespath import BoundedFunctions, decode_base64, inflate, parse_json, undefined_function
 from consumer._serde import encode_result
 from consumer.sources import as_delivered
 
@@ -50,30 +50,31 @@ COMPLETED = "COMPLETED"
 INPROGRESS = "INPROGRESS"
 
 
-class PowertoolsFunctions(functions.Functions):
+class PowertoolsFunctions(BoundedFunctions, functions.Functions):
     # The functions Powertools lets key expressions use, decoding base64 as leniently as it does; bounded as ours
-    # are (the cut-over reads the same producers' records), failing as Powertools' do within the bound.
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
+    # are, one budget per evaluation (the cut-over reads the same producers' records), failing as Powertools' do
+    # within the bound.
 
     @functions.signature({"types": ["string"]})
     def _func_powertools_json(self, value: str) -> Any:
-        return parse_json(value, self.limit, "powertools_json")
+        return parse_json(value, self.budget, "powertools_json")
 
     @functions.signature({"types": ["string"]})
     def _func_powertools_base64(self, value: str) -> str:
-        return decode_base64(value, self.limit, "powertools_base64", validate=False).decode()
+        return decode_base64(value, self.budget, "powertools_base64", validate=False).decode()
 
     @functions.signature({"types": ["string"]})
     def _func_powertools_base64_gzip(self, value: str) -> str:
-        data = decode_base64(value, self.limit, "powertools_base64_gzip", validate=False)
-        return inflate(data, self.limit, "powertools_base64_gzip").decode()
+        data = decode_base64(value, self.budget, "powertools_base64_gzip", validate=False)
+        return inflate(data, self.budget, "powertools_base64_gzip").decode()
 
 
 @functools.cache
 def powertools_options(limit: int) -> jmespath.Options:
-    """Powertools' default JMESPath options, its functions decoding at most ``limit`` bytes."""
+    """Powertools' default JMESPath options, its functions decoding at most ``limit`` bytes.
+
+    Searched with :func:`consumer._jmespath.search`, which gives each evaluation that decodes a budget of its own.
+    """
     return jmespath.Options(custom_functions=PowertoolsFunctions(limit))
 
 

@@ -19,12 +19,11 @@ from jmespath.exceptions import JMESPathError
 from jmespath.visitor import TreeInterpreter
 
 from consumer._errors import DecodeLimitError
-from consumer._jmespath import DEFAULT_MAX_DECODED_BYTES, decode_base64, inflate, options, parse_json
+from consumer._jmespath import DEFAULT_MAX_DECODED_BYTES, Budget, decode_base64, evaluation_options, inflate, parse_json
 
 if TYPE_CHECKING:
     from jmespath.parser import ParsedResult
 
-_INTERPRETER = TreeInterpreter(options(DEFAULT_MAX_DECODED_BYTES))
 # The hint decodes a producer's field as the key functions would, within their default bound: a bomb gets no hint.
 _BOUND = DEFAULT_MAX_DECODED_BYTES
 _CHAINS = frozenset(("subexpression", "index_expression"))  # a.b[0].c: steps, each applied to the last's value
@@ -85,14 +84,15 @@ def json_text_fix(node: Mapping[str, Any], data: Any) -> str | None:
     if node["type"] in _OF_THEIR_PARTS:  # [body.a, messageId], {a: body.a}, body.a || x: the first part that did
         return next(filter(None, (json_text_fix(child, data) for child in node["children"])), None)
     steps = _steps(node)
-    value = data
+    value, interpreter = data, None
     for at in range(len(steps)):
         if isinstance(value, str):
             return _fix(value, steps[:at], steps[at:])
         if value is None:
             return None
         try:
-            value = _INTERPRETER.visit(steps[at], value)  # type: ignore[arg-type]  # a node of a parsed expression
+            interpreter = interpreter or _interpreter()  # one budget for the steps, as for the expression's search
+            value = interpreter.visit(steps[at], value)  # type: ignore[arg-type]  # a node of a parsed expression
         except (JMESPathError, ValueError, TypeError):  # not reached on a selection that ran: said by its own error
             return None
     return None
@@ -121,19 +121,24 @@ def _fix(text: str, before: list[Mapping[str, Any]], after: list[Mapping[str, An
     return f"{field} holds {holds}; select inside it with {function.format(field)}{inside}"
 
 
+def _interpreter() -> TreeInterpreter:
+    # JMESPath's walk with the key functions, on a budget of their own (one per hint, as one per search).
+    return TreeInterpreter(evaluation_options(_BOUND))
+
+
 def _json_text(text: str) -> tuple[str, str] | None:
     # What ``text`` holds, and the functions that reach into it: JSON text, or base64 (gzipped or not) of it.
     if _is_json_container(text):
         return "JSON text", "powertools_json({})"
     try:
-        raw = decode_base64(text, _BOUND, "powertools_base64")
+        raw = decode_base64(text, budget := Budget(_BOUND), "powertools_base64")
     except (binascii.Error, ValueError, DecodeLimitError):
         return None
     holds, function = "base64-encoded JSON text", "powertools_json(powertools_base64({}))"
     if raw.startswith(_GZIP_MAGIC):
         holds, function = "base64-encoded gzip JSON text", "powertools_json(powertools_base64_gzip({}))"
         try:
-            raw = inflate(raw, _BOUND, "powertools_base64_gzip")
+            raw = inflate(raw, budget, "powertools_base64_gzip")
         except (OSError, EOFError, DecodeLimitError):
             return None
     return (holds, function) if _is_json_container(raw) else None
@@ -145,7 +150,7 @@ def _is_json_container(text: str | bytes) -> bool:
     if text.lstrip()[:1] not in opening:
         return False
     try:
-        parsed = parse_json(text if isinstance(text, str) else text.decode(), _BOUND, "powertools_json")
+        parsed = parse_json(text if isinstance(text, str) else text.decode(), Budget(_BOUND), "powertools_json")
     except (ValueError, UnicodeDecodeError, RecursionError, DecodeLimitError):
         return False
     return isinstance(parsed, (dict, list))

@@ -17,6 +17,7 @@ from stores import StoreFactory
 from consumer import (
     AlreadyProcessed,
     BatchProcessor,
+    DecodeLimitError,
     EventType,
     IdempotencyAlreadyInProgressError,
     IdempotencyConfig,
@@ -184,16 +185,9 @@ def test_a_key_expression_calling_its_own_functions_and_jmespath_builtins_runs(t
     assert len(ran) == 1  # one order, two messages: the second replays
 
 
-# -- decode limits are per call, not per record --------------------------------------------------------------------
+# -- decode limits are per record, not per call --------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="max_decoded_bytes bounds each call of a decoding function, not a record: a projection calls it once per "
-    "element, so one record decodes (elements x limit) bytes; docs/configuration.md says 'at most about 40 MiB' per "
-    "record at the default (30 gzip bombs of 8 KB each in a 240 KB SQS body inflate 180 MiB). Fix needs a per-search "
-    "budget shared by the calls of one evaluation.",
-)
 def test_a_projection_of_decoding_calls_is_bounded_per_record_not_per_call(tmp_path):
     import base64  # noqa: PLC0415
     import gzip  # noqa: PLC0415
@@ -214,6 +208,10 @@ def test_a_projection_of_decoding_calls_is_bounded_per_record_not_per_call(tmp_p
     ran = []
     assert process_partial_response(event, ran.append, processor) == {"batchItemFailures": [{"itemIdentifier": "m-1"}]}
     assert ran == []
+    [item] = processor.items
+    assert type(item.error) is DecodeLimitError
+    assert (item.error.function, item.error.limit) == ("powertools_base64_gzip", limit)
+    assert "failed on record 'm-1': powertools_base64_gzip() inflates at most 4096 bytes per record" in str(item.error)
 
 
 # -- a context stand-in whose remaining time is a float ---------------------------------------------------------------

@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import traceback
 import zlib
 from pathlib import Path
@@ -30,7 +31,8 @@ from consumer import (
     Outcome,
     PowertoolsCutover,
 )
-from consumer._jmespath import inflate
+from consumer import _jmespath as jmespath_module
+from consumer._jmespath import Budget, inflate
 from consumer.keys import make_key
 from persistence import InMemoryPersistenceLayer
 
@@ -121,7 +123,8 @@ def test_past_the_inflate_limit_the_key_error_names_the_function_the_limit_and_t
     assert (refused.value.function, refused.value.limit) == ("base64_gzip_decode", 1000)
     assert str(refused.value) == (
         "event_key_jmespath 'json_parse(base64_gzip_decode(body)).order_id' failed on record 'm-2': "
-        "base64_gzip_decode() inflates at most 1000 bytes (max_decoded_bytes): this data inflates to more"
+        "base64_gzip_decode() inflates at most 1000 bytes per record, all of the expression's calls together "
+        "(max_decoded_bytes): this data inflates past the 1000 bytes left"
     )
     assert "SECRET" not in "".join(traceback.format_exception(refused.value))
 
@@ -193,7 +196,7 @@ def test_json_the_parser_refuses_is_the_records_key_error(face, body, said):
     ids=["empty", "two-members", "zero-padding", "many-empty-members", "incompressible"],
 )
 def test_the_bounded_inflate_reads_what_gzip_decompress_reads(data):
-    assert inflate(data, 100_000, "f") == gzip.decompress(data)
+    assert inflate(data, Budget(100_000), "f") == gzip.decompress(data)
 
 
 @pytest.mark.parametrize(
@@ -205,7 +208,7 @@ def test_the_bounded_inflate_refuses_what_gzip_decompress_refuses_with_its_error
     with pytest.raises((OSError, EOFError)) as theirs:
         gzip.decompress(data)
     with pytest.raises(theirs.type):
-        inflate(data, 100, "f")
+        inflate(data, Budget(100), "f")
 
 
 def test_the_powertools_cutover_fails_the_record_unrun_on_a_bomb_in_its_own_key(face):
@@ -256,3 +259,91 @@ def test_the_missing_key_hint_decodes_a_producers_field_within_the_bound():
     with pytest.raises(IdempotencyKeyError) as refused:
         make_key(bomb, config)
     assert str(refused.value) == "no idempotency key: 'body.order_id' selected nothing on SQS message m-2"
+
+
+# -- one budget per evaluation of an expression on a record, shared by its calls ---------------------------------
+
+ITEM = 99  # bytes each item decodes, inflates or parses: two make the limit
+ENCODERS = {
+    "base64_decode": lambda: base64.b64encode(b"0" * ITEM).decode(),  # decodes to 99 bytes
+    "base64_gzip_decode": lambda: base64.b64encode(gzip.compress(b"0" * ITEM)).decode(),  # inflates to 99
+    "json_parse": lambda: json.dumps("0" * (ITEM - 2)),  # 99 characters, no '{', '[', ':' or ','
+}
+
+
+@pytest.mark.parametrize("function", sorted(ENCODERS))
+def test_a_projections_calls_share_the_records_limit_and_each_record_has_its_own(function):
+    # items[*].f(@) calls f once per item: the limit bounds them together, not each (which let one record decode
+    # items x limit), and a record that spent the budget, or failed past it, leaves the next one its full budget.
+    config = IdempotencyConfig(event_key_jmespath=f"items[*].{function}(@)", max_decoded_bytes=2 * ITEM)
+    item = ENCODERS[function]()
+    assert make_key({"messageId": "m-1", "items": [item, item]}, config) is not None  # the limit, exactly
+    with pytest.raises(DecodeLimitError, match=rf"{function}\(\) \w+ at most {2 * ITEM} .* per record") as past:
+        make_key({"messageId": "m-2", "items": [item, item, item]}, config)
+    assert (past.value.function, past.value.limit) == (function, 2 * ITEM)
+    assert "failed on record 'm-2'" in str(past.value)
+    assert make_key({"messageId": "m-3", "items": [item, item]}, config) is not None
+
+
+def test_records_keyed_in_threads_at_once_each_decode_up_to_the_limit(monkeypatch):
+    # Two threads key a record each, both halfway through (one item of two inflated) before either goes on: a
+    # budget shared between evaluations (or threads) would refuse one of them.
+    config = IdempotencyConfig(event_key_jmespath="items[*].base64_gzip_decode(@)", max_decoded_bytes=2 * ITEM)
+    halfway = threading.Barrier(2, timeout=30)
+    inflated = threading.local()
+
+    def inflate_then_meet(data: bytes, budget: Budget, function: str) -> bytes:
+        out = inflate(data, budget, function)
+        inflated.calls = getattr(inflated, "calls", 0) + 1
+        if inflated.calls == 1:
+            halfway.wait()
+        return out
+
+    monkeypatch.setattr(jmespath_module, "inflate", inflate_then_meet)
+    item = ENCODERS["base64_gzip_decode"]()
+    keys: dict[str, object] = {}
+
+    def key(message_id: str) -> None:
+        try:
+            keys[message_id] = make_key({"messageId": message_id, "items": [item, item]}, config)
+        except DecodeLimitError as e:
+            keys[message_id] = e
+
+    threads = [threading.Thread(target=key, args=(m,)) for m in ("m-1", "m-2")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not halfway.broken
+    assert keys["m-1"] == keys["m-2"]
+    assert isinstance(keys["m-1"], str)
+
+
+def test_the_powertools_cutovers_projection_shares_the_records_limit(face):
+    # The cut-over's functions are bounded as ours: its key expression's calls share one budget per record.
+    read: list[object] = []
+
+    class Table:
+        def get_item(self, **request: object) -> dict[str, object]:
+            read.append(request)
+            return {}
+
+    cutover = PowertoolsCutover(
+        table_name="pt", until=dt.datetime(2099, 1, 1, tzinfo=dt.timezone.utc), key_prefix="p",
+        event_key_jmespath="powertools_json(body)[*].powertools_base64_gzip(@)",
+        boto3_client=Table(),  # type: ignore[arg-type]
+    )  # fmt: skip
+    store = InMemoryPersistenceLayer()
+    config = IdempotencyConfig(event_key_jmespath="messageId", powertools_cutover=cutover, max_decoded_bytes=2 * ITEM)
+    item, ran = ENCODERS["base64_gzip_decode"](), []
+    past = {"messageId": "m-1", "body": json.dumps([item] * 3)}
+    with pytest.raises(DecodeLimitError, match="the Powertools cut-over's key of") as refused:
+        face.guarded(past, lambda _: ran.append("m-1"), store=store, config=config)
+    assert (refused.value.function, refused.value.limit) == ("powertools_base64_gzip", 2 * ITEM)
+    assert f"inflates at most {2 * ITEM} bytes per record" in str(refused.value)
+    assert (ran, read, list(store.scan())) == ([], [], [])  # unrun, our lock released
+    for message_id in ("m-2", "m-3"):  # each its own full budget: the limit, exactly
+        within = {"messageId": message_id, "body": json.dumps([item] * 2)}
+        face.guarded(within, lambda _, m=message_id: ran.append(m), store=store, config=config)
+    assert ran == ["m-2", "m-3"]
+    assert len(read) == 2
