@@ -19,6 +19,7 @@ from consumer import (
     IdempotencyGuard,
     IdempotencyKeyError,
     IdempotencyValidationError,
+    InvalidResultError,
     LockLostError,
     PersistenceLayerError,
 )
@@ -232,6 +233,17 @@ class TestFailures:
             run(face, SQS_RECORD, Broken(), clock, calls=calls)
         assert calls == []
 
+    def test_a_result_standing_for_unrun_work_is_refused_and_the_lock_released(self, face, store, clock):
+        class Pending:  # an awaitable nobody awaited: the work it stands for has not run
+            def __await__(self):
+                yield
+
+        guards = []
+        with pytest.raises(InvalidResultError, match="has not run"):
+            face.guarded(SQS_RECORD, keep(guards, Pending()), store=store, clock=clock)
+        assert store.get(guards[0].key) is None  # released: a fixed body runs on the redelivery
+        assert run(face, SQS_RECORD, store, clock, "ran now") == ("ran", "ran now")
+
     def test_exit_never_swallows(self, face, store, clock):
         guard = face.enter(IdempotencyGuard(SQS_RECORD, store=store, clock=clock))
         assert face.exit(guard, KeyError("x")) is False
@@ -297,6 +309,14 @@ class TestLocalCacheAndDisabling:
         assert run(face, SQS_RECORD, store, clock, 2, config=config) == ("replayed", 1)
         assert sum(store.calls.values()) == 0
 
+    def test_a_record_a_duplicate_read_from_the_store_is_cached_for_the_next(self, face, store, clock):
+        assert run(face, SQS_RECORD, store, clock, 1) == ("ran", 1)  # committed by a process without the cache
+        counting, config = CountingStore(store), IdempotencyConfig(use_local_cache=True)
+        assert run(face, SQS_RECORD, counting, clock, 2, config=config) == ("replayed", 1)
+        counting.calls.clear()
+        assert run(face, SQS_RECORD, counting, clock, 3, config=config) == ("replayed", 1)
+        assert sum(counting.calls.values()) == 0
+
     def test_cache_never_holds_in_progress_and_drops_expired(self, face, store, clock):
         config = IdempotencyConfig(use_local_cache=True, expires_after_seconds=10)
 
@@ -322,6 +342,14 @@ class TestLocalCacheAndDisabling:
         assert run(face, SQS_RECORD, store, clock, 2, calls=calls) == ("ran", 2)
         assert calls == [None, None]
         assert list(store.scan()) == []
+
+    def test_a_disabled_guard_never_touches_its_store(self, face, clock):
+        class Untouchable:  # a unit test's placeholder store: a pass-through must not even look at it
+            def __getattr__(self, name):
+                raise AssertionError(f"the pass-through reached its store for {name!r}")
+
+        key = face.guarded(SQS_RECORD, lambda guard: guard.key, store=Untouchable(), clock=clock, disabled=True)
+        assert key is None
 
 
 class TestConcurrentDuplicates:

@@ -17,13 +17,16 @@ from ledgers import START, DynamoDBLedger, SQLiteLedger
 
 from consumer import (
     AlreadyProcessed,
+    BatchProcessor,
     EventType,
     IdempotencyConfig,
     IdempotencyGuard,
     LockLostError,
+    PersistenceLayerError,
     WriteConditionError,
     current_guard,
     idempotent_function,
+    process_partial_response,
 )
 from persistence import (
     DynamoDBPersistenceLayer,
@@ -189,6 +192,18 @@ def test_an_unguarded_body_cannot_write(ledger):
     assert ledger.balance() == START
 
 
+def test_a_record_of_a_processor_without_a_store_cannot_write():
+    # Its records run unguarded: a write has no record to commit with, and the record fails saying so.
+    def handler(record, guard):
+        guard.write("UPDATE accounts SET balance = 0")
+
+    processor = BatchProcessor(EventType.SQS, raise_on_entire_batch_failure=False)
+    response = process_partial_response(sqs_event(sqs_record("m-1", 1)), handler, processor)
+    assert response == {"batchItemFailures": [{"itemIdentifier": "m-1"}]}
+    assert isinstance(processor.items[0].error, RuntimeError)
+    assert "unguarded" in str(processor.items[0].error)
+
+
 def test_sqlite_refuses_sql_that_cannot_run_when_it_is_queued(tmp_path):
     store = SQLitePersistenceLayer(str(tmp_path / "ledger.sqlite3"))
     SQLiteLedger.create(store)
@@ -276,3 +291,26 @@ def test_a_native_async_store_commits_the_writes_and_releases_on_a_refusal():
     assert refused.value.index == 1
     assert store.inner.get(refused.value.key) is None  # released
     assert [write for _, write in store.inner.writes] == ["a", "b"]
+
+
+class UnreleasableStore(NativeTransactionalStore):
+    """Its releases fail: the store became unreachable after the refusal."""
+
+    async def release(self, record):
+        raise ConnectionError(f"the store is unreachable: {record.key} stays held")
+
+
+def test_a_refusal_whose_release_fails_is_still_raised_and_the_lock_left_to_expire():
+    store, guards = UnreleasableStore(), []
+
+    async def deliver():
+        async with IdempotencyGuard({"messageId": "m-1"}, store=store) as guard:
+            guards.append(guard)
+            guard.write("refused")
+
+    with pytest.raises(WriteConditionError) as refused:
+        asyncio.run(deliver())
+    assert isinstance(guards[0].release_error, PersistenceLayerError)
+    assert isinstance(guards[0].release_error.__cause__, ConnectionError)
+    assert store.inner.get(refused.value.key).status is RecordStatus.IN_PROGRESS  # until its lock deadline
+    assert store.inner.writes == []

@@ -12,7 +12,7 @@ import threading
 
 import pytest
 from events import kinesis_record, sqs_event, sqs_record
-from fakes import CountingStore, FakeContext
+from fakes import CountingStore, FakeClock, FakeContext
 
 from consumer import (
     BatchProcessingError,
@@ -299,6 +299,41 @@ def test_disabled_idempotency_runs_the_function_unguarded(face, real_store, monk
     assert ran == ["m-1", "m-1"]
     assert summary_counts(processor) == (0, 0, 0, 2)
     assert list(real_store.scan()) == []
+
+
+def test_idempotency_disabled_is_read_once_a_batch(real_store, monkeypatch):
+    # A body that turns it on mid-batch (a test double's set-up, say) changes the next batch, not the records left.
+    ran = []
+
+    @idempotent_function(data_keyword_argument="record", config=BY_ID, persistence_store=real_store)
+    def record_handler(record):
+        ran.append((record.message_id, current_idempotency_key()))
+        monkeypatch.setenv("IDEMPOTENCY_DISABLED", "1")
+
+    processor = BatchProcessor(EventType.SQS)
+    process_partial_response(sqs_event(sqs_record("m-1", 1), sqs_record("m-2", 2)), record_handler, processor)
+    process_partial_response(sqs_event(sqs_record("m-3", 3)), record_handler, processor)
+    assert ran == [
+        ("m-1", function_key(record_handler, "m-1")),
+        ("m-2", function_key(record_handler, "m-2")),
+        ("m-3", None),
+    ]
+
+
+def test_the_functions_clock_decides_when_its_records_expire(real_store):
+    clock, ran = FakeClock(), []
+    config = IdempotencyConfig(event_key_jmespath="messageId", expires_after_seconds=60)
+
+    @idempotent_function(data_keyword_argument="record", config=config, persistence_store=real_store, clock=clock)
+    def record_handler(record):
+        ran.append(record.message_id)
+
+    processor, event = BatchProcessor(EventType.SQS), sqs_event(sqs_record("m-1", 1))
+    process_partial_response(event, record_handler, processor)
+    process_partial_response(event, record_handler, processor)  # replayed
+    clock.advance(61)
+    process_partial_response(event, record_handler, processor)  # expired by the function's clock: runs again
+    assert ran == ["m-1", "m-1"]
 
 
 def test_a_decorated_method_is_handed_over_bound(real_store):

@@ -124,6 +124,31 @@ def test_store_calls_of_a_blocking_store_run_off_the_event_loop(tmp_path):
     assert threads[0] is not threading.main_thread()
 
 
+def test_an_async_guard_on_a_store_that_never_waits_takes_no_turn_of_the_loop():
+    # The in-memory store is called on the loop, as the sync face calls it: entering, committing, releasing and
+    # replaying suspend nowhere, so a body that never suspends runs to its commit before any other task starts.
+    store, turns = InMemoryPersistenceLayer(), []
+
+    async def other_task():
+        turns.append("another task ran")
+
+    async def run():
+        other = asyncio.ensure_future(other_task())  # runs at the loop's next turn
+        async with IdempotencyGuard(KEYED, store=store) as guard:
+            guard.result = "done"
+        with pytest.raises(ValueError, match="declined"):
+            async with IdempotencyGuard({"messageId": "m-2"}, store=store):
+                raise ValueError("declined")
+        with pytest.raises(AlreadyProcessed):
+            async with IdempotencyGuard(KEYED, store=store):
+                pytest.fail("the body ran twice")
+        assert turns == []
+        await other
+
+    asyncio.run(run())
+    assert [record.status for record in store.scan()] == [RecordStatus.COMPLETE]  # m-2 was released
+
+
 def test_a_native_async_store_is_awaited_and_works_only_with_async_with():
     store = NativeAsyncStore()
 
@@ -139,7 +164,7 @@ def test_a_native_async_store_is_awaited_and_works_only_with_async_with():
     assert store.calls == ["acquire", "complete", "acquire"]
     with pytest.raises(TypeError, match="async store: use `async with"), IdempotencyGuard(KEYED, store=store):
         pytest.fail("the body ran")
-    with pytest.raises(TypeError, match="async store: use AsyncBatchProcessor"):
+    with pytest.raises(TypeError, match=r"^NativeAsyncStore is an async store: use AsyncBatchProcessor"):
         BatchProcessor(EventType.SQS, store=store)
 
 
@@ -197,6 +222,47 @@ def test_a_cancellation_during_a_store_call_waits_for_its_answer(tmp_path, call)
         assert stored[0].status is RecordStatus.COMPLETE
     else:
         assert stored == [None]
+
+
+class FailingCommitStore(NativeAsyncStore):
+    """A native async store whose commit waits for the test, then fails with ``failure``."""
+
+    def __init__(self, failure: BaseException) -> None:
+        super().__init__()
+        self.failure, self.entered, self.gate = failure, asyncio.Event(), asyncio.Event()
+
+    async def complete(self, record):  # noqa: ARG002 - the contract's signature
+        self.entered.set()
+        await self.gate.wait()
+        raise self.failure
+
+
+@pytest.mark.parametrize(
+    "failure", [ConnectionError("the store went away"), asyncio.CancelledError("the store's own")], ids=str
+)
+def test_a_cancellation_during_a_commit_that_fails_propagates_chained_to_the_stores_failure(failure):
+    """The cancellation waits for the commit's answer; the commit failed, so the cancellation (the task's own,
+    not one the store raised) propagates, chained to the store's error."""
+
+    async def run():
+        store = FailingCommitStore(failure)
+
+        async def guarded():
+            async with IdempotencyGuard(KEYED, store=store) as guard:
+                guard.result = "done"
+
+        task = asyncio.ensure_future(guarded())
+        await store.entered.wait()
+        task.cancel("the invocation ended")
+        await asyncio.sleep(0)  # the task takes the cancellation while its commit waits
+        store.gate.set()
+        with pytest.raises(asyncio.CancelledError) as caught:
+            await task
+        return caught.value
+
+    cancelled = asyncio.run(run())
+    assert cancelled.args == ("the invocation ended",)
+    assert cancelled.__cause__ is (failure if isinstance(failure, ConnectionError) else None)
 
 
 def test_a_body_cancelled_by_a_timeout_is_released_not_committed(tmp_path):

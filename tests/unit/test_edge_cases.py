@@ -425,6 +425,16 @@ def test_an_unhashable_async_callable_object_is_a_handler_of_the_async_processor
     assert handler.seen == ["m-1"]
 
 
+def test_a_handler_that_cannot_be_called_fails_each_record_as_in_powertools(store):
+    # Not refused up front: each record fails with the TypeError calling it raises, reported for redelivery; its
+    # lock is released, nothing is committed.
+    processor = BatchProcessor(EventType.SQS, store=store, raise_on_entire_batch_failure=False)
+    response = process_partial_response(sqs_event(sqs_record("m-1", 1), sqs_record("m-2", 2)), 42, processor)
+    assert failures(response) == ["m-1", "m-2"]
+    assert [str(item.error) for item in processor.items] == ["'int' object is not callable"] * 2
+    assert list(store.scan()) == []
+
+
 # -- 12. boundaries ----------------------------------------------------------------------------------------
 
 

@@ -9,7 +9,15 @@ from events import failures, sqs_event, sqs_record
 from fakes import FakeContext
 from outcome_batches import run_every_outcome
 
-from consumer import AsyncBatchProcessor, BatchProcessor, EventType, Item, Outcome
+from consumer import (
+    AsyncBatchProcessor,
+    BatchProcessor,
+    EventType,
+    IdempotencyConfig,
+    IdempotencyKeyError,
+    Item,
+    Outcome,
+)
 from persistence import InMemoryPersistenceLayer, RecordStatus
 
 EVENT = sqs_event(sqs_record("m-1", 1), sqs_record("m-2", 2), sqs_record("m-1", 1), sqs_record("m-3", 3))
@@ -43,6 +51,19 @@ def test_the_hook_sees_every_outcome_of_the_batches_that_have_them_all():
     run = run_every_outcome(on_outcome=seen.append)
     assert seen == list(run.items.values())
     assert {i.outcome for i in seen} == set(Outcome)
+
+
+def test_a_record_running_unguarded_carries_why_only_when_no_key_was_selected(face, monkeypatch):
+    seen: list[Item] = []
+    config = IdempotencyConfig(event_key_jmespath="missing", raise_on_no_idempotency_key=False)
+    processor = face.processor(EventType.SQS, store=InMemoryPersistenceLayer(), config=config, on_outcome=seen.append)
+    face.process(sqs_event(sqs_record("m-1", 1)), handler, processor)
+    monkeypatch.setenv("IDEMPOTENCY_DISABLED", "1")  # by request: no key was looked for, so none is missing
+    face.process(sqs_event(sqs_record("m-1", 1)), handler, processor)
+    assert [(i.outcome, i.key) for i in seen] == [(Outcome.UNGUARDED, None)] * 2
+    assert isinstance(seen[0].error, IdempotencyKeyError)
+    assert "'missing'" in str(seen[0].error)  # the expression that selected nothing
+    assert seen[1].error is None
 
 
 def test_a_hook_that_raises_is_logged_and_changes_no_outcome(face, caplog):

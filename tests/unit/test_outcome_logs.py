@@ -348,6 +348,23 @@ def test_a_guard_on_its_own_logs_its_warnings_with_the_fields_it_knows(captured)
     assert (unguarded.outcome, unguarded.idempotency_key, unguarded.lambda_request_id) == ("unguarded", None, "r-guard")
 
 
+def test_a_guard_on_its_own_logs_a_failed_release_with_its_invocations_request_id(captured):
+    class ReleaseFails(InMemoryPersistenceLayer):
+        def release(self, record):  # noqa: ARG002 - the store is unreachable
+            raise ConnectionError("store unreachable")
+
+    guard = IdempotencyGuard({"messageId": "m-1"}, store=ReleaseFails(), context=FakeContext(aws_request_id="r-guard"))
+    with pytest.raises(ValueError, match="declined"), guard:
+        raise ValueError("declined")
+    (record,) = captured.records
+    assert (record.outcome, record.idempotency_key, record.exception_type) == (
+        "failed",
+        guard.key,
+        "PersistenceLayerError",
+    )
+    assert record.lambda_request_id == "r-guard"
+
+
 def test_the_async_processor_logs_the_same_records(captured, face):
     processor = face.processor(EventType.SQS, store=InMemoryPersistenceLayer(), clock=FakeClock())
 

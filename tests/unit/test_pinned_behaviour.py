@@ -496,17 +496,29 @@ def test_the_summary_log_line_is_a_batch_processed_message(store, caplog):
     assert re.fullmatch(r"batch processed: 1 sqs record: 1 processed \(\d+\.\d ms\)", line)
 
 
+def test_by_default_records_run_one_after_another_in_the_invoking_thread(store):
+    # Powertools' BatchProcessor runs them so: a handler may lean on the invoking thread's state (thread-locals).
+    ran = []
+    processor = BatchProcessor(EventType.SQS, store=store)
+    event = sqs_event(*(sqs_record(f"m{i}", i) for i in range(3)))
+    process_partial_response(
+        event, lambda record: ran.append((record.message_id, threading.current_thread())), processor
+    )
+    assert ran == [(f"m{i}", threading.current_thread()) for i in range(3)]
+
+
 def test_max_workers_records_run_at_once_on_named_worker_threads(store):
-    names, lock, both_running = set(), threading.Lock(), threading.Barrier(2, timeout=30)
+    # Each record waits for another to run beside it: two at a time, on the pool's two threads and no more (a wider
+    # pool would start threads for the records still queued while the first pairs wait).
+    names, lock, two_running = set(), threading.Lock(), threading.Barrier(2, timeout=30)
 
     def handler(record):
         with lock:
             names.add(threading.current_thread().name)
-        if record.message_id in {"m0", "m1"}:
-            both_running.wait()  # the first two records run at once, on two threads
+        two_running.wait()
 
     processor = BatchProcessor(EventType.SQS, store=store, max_workers=2)
-    process_partial_response(sqs_event(*(sqs_record(f"m{i}", i) for i in range(4))), handler, processor)
+    process_partial_response(sqs_event(*(sqs_record(f"m{i}", i) for i in range(20))), handler, processor)
     assert len(names) == 2
     assert all(name.startswith("idempotent-consumer_") for name in names)
 

@@ -77,7 +77,7 @@ def test_options_given_without_the_function_are_refused_too():
         cutover(event_key_jmespath="id", jmespath_options={"functions": OrderFunctions()})
 
 
-def test_with_the_options_powertools_keyed_with_its_completed_record_replays():
+def test_with_the_options_powertools_keyed_with_its_completed_record_replays(face):
     table = Table()
     options = {"custom_functions": OrderFunctions()}
     config = IdempotencyConfig(
@@ -87,12 +87,12 @@ def test_with_the_options_powertools_keyed_with_its_completed_record_replays():
     )
     ran = []
 
-    @idempotent_function(data_keyword_argument="order", store=InMemoryPersistenceLayer(), config=config)
     def charge(order: dict[str, Any]) -> str:
         ran.append(order)
         return "charged again"
 
-    assert charge(order={"order": {"id": 7}}) == "once"
+    guarded = idempotent_function(data_keyword_argument="order", store=InMemoryPersistenceLayer(), config=config)
+    assert face.call(guarded(face.define(charge)), order={"order": {"id": 7}}) == "once"
     assert ran == []
     assert table.reads == 1
 

@@ -278,10 +278,18 @@ def test_powertools_event_type_names_are_our_members():
     assert processor.summary.event_type == "kinesis"
 
 
-@pytest.mark.parametrize(("skip_group_on_error", "failed"), [(False, ["a-1", "b-1", "a-2"]), (True, ["a-1", "a-2"])])
-def test_sqs_fifo_partial_processor_is_a_fifo_batch_processor(skip_group_on_error, failed):
+@pytest.mark.parametrize(
+    ("options", "failed"),
+    [
+        ({}, ["a-1", "b-1", "a-2"]),  # Powertools' default: the rest of the batch fails
+        ({"skip_group_on_error": False}, ["a-1", "b-1", "a-2"]),
+        ({"skip_group_on_error": True}, ["a-1", "a-2"]),
+    ],
+    ids=["default", "False", "True"],
+)
+def test_sqs_fifo_partial_processor_is_a_fifo_batch_processor(options, failed):
     processor = SqsFifoPartialProcessor(
-        skip_group_on_error=skip_group_on_error, store=InMemoryPersistenceLayer(), raise_on_entire_batch_failure=False
+        **options, store=InMemoryPersistenceLayer(), raise_on_entire_batch_failure=False
     )
 
     def handler(record):

@@ -127,6 +127,18 @@ def test_the_older_form_is_refused_where_it_is_not_set_up():
         processor.process(None, int)
 
 
+def test_an_event_without_a_handler_is_refused_in_a_block_and_out_of_one():
+    processor, ran = BatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer()), []
+    event = sqs_event(sqs_record("a", 1))
+    with pytest.raises(TypeError, match="record_handler is missing"):
+        processor.process(event)
+    with processor([sqs_record("b", 2)], lambda record: ran.append(record.message_id)) as batch:
+        with pytest.raises(TypeError, match="record_handler is missing"):
+            batch.process(event)  # not the block's records in its place
+        batch.process()
+    assert ran == ["b"]
+
+
 def test_one_processor_serves_several_threads_each_in_its_own_block():
     """Both blocks are open at once (a barrier between entering and processing): each thread's call is its own."""
     processor = BatchProcessor(EventType.SQS, store=InMemoryPersistenceLayer())

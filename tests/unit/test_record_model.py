@@ -19,7 +19,15 @@ import pydantic
 import pytest
 from events import failures, kafka_event, kafka_failures, kafka_record, sqs_event, sqs_record
 
-from consumer import AsyncBatchProcessor, BatchProcessor, EventType, RecordModelError, process_partial_response
+from consumer import (
+    AsyncBatchProcessor,
+    BatchProcessor,
+    EventType,
+    IdempotencyConfig,
+    RecordModelError,
+    make_key,
+    process_partial_response,
+)
 from persistence import InMemoryPersistenceLayer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -187,3 +195,25 @@ def test_powertools_parser_models_parse_the_records(tmp_path):
     assert report["error"].startswith("record m-2 does not fit SqsRecordModel (")
     assert "attributes.ApproximateReceiveCount: missing" in report["error"]
     assert report["data"] == ['{"n": 1}']
+
+
+def test_an_sqs_processor_meeting_a_fifo_queue_keeps_its_model_config_and_stop_on_first_failure():
+    # BatchProcessor(EventType.SQS) finds the queue is FIFO (its ARN) and runs the batch as one, with its settings.
+    config = IdempotencyConfig(event_key_jmespath="powertools_json(body).id")
+    processor = BatchProcessor(
+        EventType.SQS, store=InMemoryPersistenceLayer(), config=config, model=OrderMessage, skip_group_on_error=True,
+        stop_on_first_failure=True, raise_on_entire_batch_failure=False,
+    )  # fmt: skip
+    seen = []
+
+    def handler(order):
+        seen.append(order.body.id)
+        raise ValueError("declined")
+
+    first, second = {"id": "o-1", "amount": 1}, {"id": "o-2", "amount": 2}
+    event = sqs_event(sqs_record("m-1", first, group="a"), sqs_record("m-2", second, group="b"))
+    response = process_partial_response(event, handler, processor)
+    assert processor.summary.event_type == "sqs_fifo"
+    assert seen == ["o-1"]  # parsed into the model; the other group is not started after the failure
+    assert failures(response) == ["m-1", "m-2"]
+    assert processor.items[0].key == make_key(event["Records"][0], config)

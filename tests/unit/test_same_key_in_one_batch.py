@@ -16,9 +16,17 @@ import time
 
 import pytest
 from events import kafka_event, kafka_failures, kafka_record, kinesis_record
-from fakes import FakeContext, run_stepped
+from fakes import FakeClock, FakeContext, run_stepped
 
-from consumer import AsyncBatchProcessor, BatchProcessor, EventType, IdempotencyConfig, IdempotencyGuard, Outcome
+from consumer import (
+    AsyncBatchProcessor,
+    BatchProcessor,
+    EventType,
+    IdempotencyAlreadyInProgressError,
+    IdempotencyConfig,
+    IdempotencyGuard,
+    Outcome,
+)
 from persistence import InMemoryPersistenceLayer, RecordStatus, SQLitePersistenceLayer
 
 HEADER = IdempotencyConfig(key_header="Idempotency-Key")
@@ -321,6 +329,97 @@ def test_a_record_does_not_hold_up_groups_waiting_for_a_worker(store):
     got = outcomes(processor)
     assert sorted([got["orders-0@0"], got["orders-1@100"]]) == ["in_progress", "processed"]
     assert sorted(ran) == [200, 300]
+
+
+def test_a_copy_does_not_wait_while_a_group_waits_for_the_worker_a_finished_group_gave_back():
+    # Three workers, five partitions. orders-0 finishes while orders-1 (the holder of "k") and orders-2 run: its
+    # worker takes orders-3, so orders-4 still waits for one when orders-2's copy of "k" meets the holder's lock.
+    # The copy must not wait (it fails as in progress): the holder waits for orders-4, which would wait for the copy.
+    store = MeetingStore(InMemoryPersistenceLayer())
+    holding, second_started, third_started, fourth_started = (threading.Event() for _ in range(4))
+
+    def handler(record):
+        if record.partition == 0:
+            assert holding.wait(WAIT_S)
+            assert second_started.wait(WAIT_S)  # three groups run: this one ends with every worker busy
+        elif record.partition == 1:
+            holding.set()
+            assert store.met()
+            assert fourth_started.wait(WAIT_S)
+        elif record.offset == 200:
+            second_started.set()
+            assert third_started.wait(WAIT_S)  # orders-3 took orders-0's worker: the copy comes next
+        elif record.partition == 3:
+            third_started.set()
+            assert fourth_started.wait(WAIT_S)  # orders-4 starts once the copy gave its worker back
+        else:
+            fourth_started.set()
+        return record.offset
+
+    event = kafka_event(
+        keyed(0, 0, b"x"), keyed(1, 100, b"k"), keyed(2, 200, b"w"), keyed(2, 201, b"k"), keyed(3, 300, b"y"),
+        keyed(4, 400, b"z"),
+    )  # fmt: skip
+    processor = BatchProcessor(
+        EventType.KAFKA, store=store, config=HEADER, max_workers=3, raise_on_entire_batch_failure=False
+    )
+    started = time.monotonic()
+    response = processor.process(event, handler, FakeContext())
+    assert time.monotonic() - started < WAIT_S
+    assert kafka_failures(response) == [("orders-2", 201)]
+    got = outcomes(processor)
+    assert got.pop("orders-2@201") == "in_progress"
+    assert set(got.values()) == {"processed"}
+
+
+def test_a_copy_meeting_its_holder_with_just_the_margin_left_is_deferred_at_once(store):
+    # Exactly the margin is left, and it stays so: every record starts (the margin is what a record may not go below),
+    # but no record may wait. The copy that meets the holder's lock is deferred at once, with the key and the lock it
+    # met; had it waited for the holder, it would have tried again and replayed past the margin.
+    def handler(record):
+        assert store.met()  # the holder's body: the other copy meets its lock meanwhile
+        return record.offset
+
+    processor = BatchProcessor(
+        EventType.KAFKA, store=store, config=HEADER, max_workers=2, deadline_margin_ms=1000,
+        raise_on_entire_batch_failure=False,
+    )  # fmt: skip
+    event = kafka_event(keyed(0, 10, b"same"), keyed(1, 20, b"same"))
+    response = processor.process(event, handler, FakeContext(remaining_ms=1000))
+    holder, copy = sorted(processor.items, key=lambda item: item.outcome is not Outcome.PROCESSED)
+    assert (holder.outcome, copy.outcome) == (Outcome.PROCESSED, Outcome.DEFERRED)
+    assert kafka_failures(response) == [(copy.record.topic_partition, copy.record.offset)]
+    assert copy.key == holder.key is not None  # named in its log record
+    assert isinstance(copy.error, IdempotencyAlreadyInProgressError)
+    assert copy.error.key == holder.key
+
+
+def test_without_a_deadline_a_copy_meeting_a_lock_in_its_last_millisecond_is_in_progress(store):
+    # No Lambda context: a wait ends by the holder's lock deadline alone. The holder moves the clock to that deadline
+    # before the copy enters (orders-1's first record waits for it): the lock is still live, with no time left to
+    # wait, so the copy is in progress (as under another invocation's lock), not replayed after the holder.
+    clock = FakeClock()
+    moved = threading.Event()
+    config = IdempotencyConfig(key_header="Idempotency-Key", lock_timeout_seconds=10)
+
+    def handler(record):
+        if record.offset == 20:
+            assert moved.wait(WAIT_S)
+        elif record.offset == 10:
+            clock.advance(10)  # the holder's lock now ends this very millisecond
+            moved.set()
+            assert store.met()
+        return record.offset
+
+    processor = BatchProcessor(
+        EventType.KAFKA, store=store, config=config, clock=clock, max_workers=2, raise_on_entire_batch_failure=False
+    )
+    response = processor.process(kafka_event(keyed(0, 10, b"k"), keyed(1, 20, b"a"), keyed(1, 21, b"k")), handler)
+    assert kafka_failures(response) == [("orders-1", 21)]
+    holder, copy = processor.items[0], processor.items[2]
+    assert (holder.outcome, copy.outcome) == (Outcome.PROCESSED, Outcome.IN_PROGRESS)
+    assert copy.key == holder.key is not None
+    assert isinstance(copy.error, IdempotencyAlreadyInProgressError)
 
 
 def test_a_copy_waiting_on_a_cutover_replay_replays_too(tmp_path):
