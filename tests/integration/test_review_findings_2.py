@@ -10,7 +10,14 @@ import threading
 
 import pytest
 
-from consumer import BatchProcessor, EventType, IdempotencyConfig, idempotent_function, process_partial_response
+from consumer import (
+    BatchProcessor,
+    EventType,
+    IdempotencyConfig,
+    IdempotencyConfigError,
+    idempotent_function,
+    process_partial_response,
+)
 from persistence import SQLitePersistenceLayer
 
 # -- an @idempotent_function record handler: the same key, written differently, was refused -----------------------
@@ -107,3 +114,27 @@ def test_a_nested_batch_run_from_another_thread_of_the_record_does_not_wait_for_
     event = {"Records": [{"messageId": f"o-{i}", "body": "{}"} for i in range(2)]}
     assert process_partial_response(event, fan_out, processor) == {"batchItemFailures": []}
     assert sorted(ran) == ["o-0-0", "o-0-1", "o-1-0", "o-1-1"]
+
+
+# -- the 100-year bound: the one duration in milliseconds was left unbounded ---------------------------------------
+
+
+class _Context:
+    def get_remaining_time_in_millis(self) -> int:
+        return 30_000
+
+
+def test_a_lock_grace_past_a_hundred_years_is_refused_when_the_config_is_built(tmp_path):
+    # lock_grace_ms is added to every lock deadline, as the other durations are: past 64-bit milliseconds SQLite
+    # raised OverflowError on every record's acquire, so every record failed on every delivery (ending 2, forever,
+    # and every redelivery the same) instead of the config being refused once, as a longer expiry is.
+    with pytest.raises(IdempotencyConfigError, match=r"lock_grace_ms must be at most 3153600000000 \(100 years\)"):
+        IdempotencyConfig(lock_grace_ms=10**19)
+    longest = IdempotencyConfig(lock_grace_ms=100 * 365 * 24 * 3600 * 1000)
+    processor = BatchProcessor(EventType.SQS, store=SQLitePersistenceLayer(tmp_path / "s.sqlite3"), config=longest)
+    event = {"Records": [{"messageId": "m-1", "body": "{}"}, {"messageId": "m-1", "body": "{}"}]}
+    ran = []
+    assert process_partial_response(event, ran.append, processor, _Context()) == {"batchItemFailures": []}
+    assert len(ran) == 1
+    assert processor.summary.processed == 1
+    assert processor.summary.replayed == 1
