@@ -93,7 +93,17 @@ def guarded_function(handler: Callable[..., Any]) -> GuardedFunction | None:
 
 
 #: What of a processor's config selects the records' keys: dropped silently, records keyed otherwise run again.
-_KEY_OPTIONS = ("event_key_jmespath", "key_header", "payload_validation_jmespath")
+_KEY_OPTIONS = (
+    ("event_key_jmespath", "key_expression"),
+    ("key_header", "key_expression"),
+    ("payload_validation_jmespath", "validation_expression"),
+)
+
+
+def _tree(config: IdempotencyConfig, compiled: str) -> object:
+    """What ``config``'s compiled expression (``key_expression``...) selects, as its parsed tree (``None``: unset)."""
+    expression = getattr(config, compiled)
+    return None if expression is None else expression.parsed
 
 
 def refuse_dropped_config(config: IdempotencyConfig | None, handler: Callable[..., Any]) -> None:
@@ -117,11 +127,10 @@ def refuse_dropped_config(config: IdempotencyConfig | None, handler: Callable[..
             "function's config (records Powertools processed would otherwise run again)"
         )
         raise TypeError(msg)
-    for name in _KEY_OPTIONS:
+    for name, compiled in _KEY_OPTIONS:
         value, its = getattr(config, name), getattr(own.config, name)
-        unset = (None, "") if name == "payload_validation_jmespath" else (None,)  # "" keys on the whole record
-        if value in unset or value == its:
-            continue
+        if value is None or _tree(config, compiled) == _tree(own.config, compiled):
+            continue  # unset; or the same selection, however written ("" as None, key_header as header(@, ...))
         msg = (
             f"the processor's config sets {name} {value!r}, but its record handler is an @idempotent_function, "
             f"which runs in its own guard with its own config ({name} {its!r}): put {name} on the function's "

@@ -267,7 +267,7 @@ _COUNTS = (
     ("local_cache_max_age_seconds", 1, MAX_SECONDS),
     ("lock_timeout_seconds", 1, MAX_SECONDS),
     ("max_decoded_bytes", 1, None),
-    ("lock_grace_ms", 0, None),
+    ("lock_grace_ms", 0, MAX_SECONDS * 1000),  # milliseconds
 )
 
 _COLLIDING = frozenset(("md4", "md5", "md5-sha1", "sha1"))
