@@ -211,20 +211,25 @@ def test_the_bounded_inflate_refuses_what_gzip_decompress_refuses_with_its_error
         inflate(data, Budget(100), "f")
 
 
-def test_the_powertools_cutover_fails_the_record_unrun_on_a_bomb_in_its_own_key(face):
-    # Our key is the message id; Powertools' inflated the body. Unbounded, Powertools may have keyed this record,
-    # so it is not "a record Powertools kept no record of" (which would run the body): it fails, our lock released.
-    read: list[object] = []
+def cutover_reading_into(read: list[object], expression: str) -> PowertoolsCutover:
+    """A cut-over keyed by ``expression`` whose Powertools table notes each read in ``read`` and holds nothing."""
 
     class Table:
         def get_item(self, **request: object) -> dict[str, object]:
             read.append(request)
             return {}
 
-    cutover = PowertoolsCutover(
+    return PowertoolsCutover(
         table_name="pt", until=dt.datetime(2099, 1, 1, tzinfo=dt.timezone.utc), key_prefix="p",
-        event_key_jmespath=GZIP_KEY, boto3_client=Table(),  # type: ignore[arg-type]
+        event_key_jmespath=expression, boto3_client=Table(),  # type: ignore[arg-type]
     )  # fmt: skip
+
+
+def test_the_powertools_cutover_fails_the_record_unrun_on_a_bomb_in_its_own_key(face):
+    # Our key is the message id; Powertools' inflated the body. Unbounded, Powertools may have keyed this record,
+    # so it is not "a record Powertools kept no record of" (which would run the body): it fails, our lock released.
+    read: list[object] = []
+    cutover = cutover_reading_into(read, GZIP_KEY)
     store = InMemoryPersistenceLayer()
     config = IdempotencyConfig(event_key_jmespath="messageId", powertools_cutover=cutover, max_decoded_bytes=MiB)
     ran: list[str] = []
@@ -322,17 +327,7 @@ def test_records_keyed_in_threads_at_once_each_decode_up_to_the_limit(monkeypatc
 def test_the_powertools_cutovers_projection_shares_the_records_limit(face):
     # The cut-over's functions are bounded as ours: its key expression's calls share one budget per record.
     read: list[object] = []
-
-    class Table:
-        def get_item(self, **request: object) -> dict[str, object]:
-            read.append(request)
-            return {}
-
-    cutover = PowertoolsCutover(
-        table_name="pt", until=dt.datetime(2099, 1, 1, tzinfo=dt.timezone.utc), key_prefix="p",
-        event_key_jmespath="powertools_json(body)[*].powertools_base64_gzip(@)",
-        boto3_client=Table(),  # type: ignore[arg-type]
-    )  # fmt: skip
+    cutover = cutover_reading_into(read, "powertools_json(body)[*].powertools_base64_gzip(@)")
     store = InMemoryPersistenceLayer()
     config = IdempotencyConfig(event_key_jmespath="messageId", powertools_cutover=cutover, max_decoded_bytes=2 * ITEM)
     item, ran = ENCODERS["base64_gzip_decode"](), []
