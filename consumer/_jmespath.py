@@ -31,8 +31,15 @@ DEFAULT_MAX_DECODED_BYTES = 6 * 1024 * 1024
 #: ~75 bytes (``[{},{},...]`` takes 24 times its text): the bound keeps the parse within ~5 times the limit.
 JSON_BYTES_PER_VALUE = 16
 #: The functions that decode, ours and Powertools' (an expression calling none of them needs no budget).
-DECODING = frozenset(("json_parse", "base64_decode", "base64_gzip_decode")) | frozenset(
-    ("powertools_json", "powertools_base64", "powertools_base64_gzip")
+DECODING = frozenset(
+    (
+        "json_parse",
+        "base64_decode",
+        "base64_gzip_decode",
+        "powertools_json",
+        "powertools_base64",
+        "powertools_base64_gzip",
+    )
 )
 _CHUNK = 4096  # gzip input fed per call: after each member its unread rest is copied, so many tiny members stay cheap
 _NOT_ZERO = re.compile(rb"[^\x00]")
