@@ -334,9 +334,11 @@ def lock_deadline_ms(config: IdempotencyConfig, context: LambdaContext | None, n
     remaining_time = getattr(context, "get_remaining_time_in_millis", None)
     if remaining_time is None:  # no context, or a test's stand-in that knows no deadline
         return now_ms + config.lock_timeout_seconds * 1000
-    remaining: int = remaining_time()  # never negative: a lock already expired when taken
+    remaining: int = remaining_time()
+    if remaining < 0:  # never negative: a lock already expired when taken (max() costs more than this, per record)
+        remaining = 0
     # A whole number of ms, as stores keep it: a stand-in context's float (30000.0) would not read back from DynamoDB.
-    return int(now_ms + max(0, remaining) + config.lock_grace_ms)
+    return int(now_ms + remaining + config.lock_grace_ms)
 
 
 @functools.lru_cache(maxsize=4)
