@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, final
 
 from consumer._async import acquire_settled, settled
@@ -25,7 +24,7 @@ from consumer._result import (
     queue,
     refusal,
 )
-from consumer.config import default_config, lock_deadline_ms
+from consumer.config import function_config, lock_deadline_ms
 from consumer.keys import make_key, missing_key_message, payload_hash
 from persistence import (
     IdempotencyError,
@@ -113,7 +112,7 @@ class IdempotencyGuard:
         """
         self.data = data
         self.store = store
-        self.config = config or default_config(os.environ.get("AWS_LAMBDA_FUNCTION_NAME"))
+        self.config = config or function_config()
         self.context = context if context is not None else current_lambda_context()
         self.clock = clock
         self.key_prefix = key_prefix
@@ -134,6 +133,9 @@ class IdempotencyGuard:
         self._unstored: BaseException | None = None  # why the result is committed without its response
         # (item identifier, event source) when a batch processor runs this record: it logs the record's outcome.
         self._batch_record: tuple[str, str] | None = None
+        # The remaining time a batch processor read for this record's deadline-margin check an instant before: the lock
+        # deadline derives from it (None: read when the lock is taken).
+        self._remaining_ms: int | None = None
         self._unkeyed = False  # no key was selected, and the config lets it run unguarded
         self._writes: list[Any] = []  # guard.write's, in the store's own shape
 
@@ -244,7 +246,7 @@ class IdempotencyGuard:
         record = IdempotencyRecord.in_progress(
             self.key,
             expires_at=expires_at,
-            lock_deadline_ms=lock_deadline_ms(self.config, self.context, now_ms),
+            lock_deadline_ms=lock_deadline_ms(self.config, self.context, now_ms, self._remaining_ms),
             payload_hash=validation_hash,
         )
         return record, now_ms

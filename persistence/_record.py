@@ -82,7 +82,7 @@ class IdempotencyRecord:
         """
         deadline_s = -(-lock_deadline_ms // MS_PER_SECOND)  # ceiling division
         build = new_record if cls is IdempotencyRecord else cls  # a subclass: its own __init__
-        expires_at = expires_at if expires_at >= deadline_s else deadline_s  # max(), at a fraction of its call
+        expires_at = expires_at if expires_at >= deadline_s else deadline_s  # noqa: FURB136 - max() costs several times it
         return build(key, IN_PROGRESS, expires_at, lock_deadline_ms, new_lease(), None, payload_hash)
 
     def is_expired(self, now_ms: int) -> bool:
