@@ -34,6 +34,7 @@ from persistence import (
     as_async_store,
     is_async_store,
 )
+from persistence._record import in_progress_record
 
 if TYPE_CHECKING:
     from contextvars import Token
@@ -237,19 +238,14 @@ class IdempotencyGuard:
                 warn_unguarded(self.context, self._no_key)
             return None
         self._validation_hash = validation_hash = payload_hash(self.data, self.config)
-        now_ms = self._now_ms()
+        now_ms = int(self.clock() * 1000)  # as _now_ms(), without its call (per record)
         self._cache = cache = None if self.config.local_caches is None else self.config.cache_for(self.store)
         cached = cache.get(self.key, now_ms) if cache is not None else None
         if cached is not None:
             self._replay(cached, validation_hash, None)
         expires_at = now_ms // 1000 + self.config.expires_after_seconds
-        record = IdempotencyRecord.in_progress(
-            self.key,
-            expires_at=expires_at,
-            lock_deadline_ms=lock_deadline_ms(self.config, self.context, now_ms, self._remaining_ms),
-            payload_hash=validation_hash,
-        )
-        return record, now_ms
+        lock_deadline = lock_deadline_ms(self.config, self.context, now_ms, self._remaining_ms)
+        return in_progress_record(self.key, expires_at, lock_deadline, validation_hash), now_ms
 
     def _acquired(self, record: IdempotencyRecord, now_ms: int, existing: IdempotencyRecord | None) -> None:
         """Act on the acquire's answer: hold the lock, replay a completed record, or refuse a live lock."""
@@ -302,7 +298,8 @@ class IdempotencyGuard:
         self._leave()
         held, complete, failure = self._closing(exc)
         if complete is not None:
-            self._committed(*commit(self._sync_store(), held, complete, self._writes, self._release_failed))
+            committed, too_large = commit(self._sync_store(), held, complete, self._writes, self._release_failed)
+            self._committed(committed, too_large)  # not *commit(...): a call by star costs a few times more
         elif held is not None:
             try:
                 self._sync_store().release(held)

@@ -6,6 +6,10 @@ import dataclasses
 import datetime as dt
 import enum
 import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 MS_PER_SECOND = 1000
 
@@ -80,10 +84,8 @@ class IdempotencyRecord:
             lock_deadline_ms: Epoch milliseconds when the lock may be taken over.
             payload_hash: Hash of the payload-validation selection, if any.
         """
-        deadline_s = -(-lock_deadline_ms // MS_PER_SECOND)  # ceiling division
         build = new_record if cls is IdempotencyRecord else cls  # a subclass: its own __init__
-        expires_at = expires_at if expires_at >= deadline_s else deadline_s  # noqa: FURB136 - max() costs several times it
-        return build(key, IN_PROGRESS, expires_at, lock_deadline_ms, new_lease(), None, payload_hash)
+        return in_progress_record(key, expires_at, lock_deadline_ms, payload_hash, build)
 
     def is_expired(self, now_ms: int) -> bool:
         """Whether the expiry window has passed (``expires_at < now``, in seconds)."""
@@ -174,3 +176,17 @@ def new_record(  # noqa: PLR0917 - one argument per field, in the order of the f
     record.payload_hash = payload_hash
     record.__class__ = IdempotencyRecord  # type: ignore[assignment]  # the draft's layout is the record's
     return record  # type: ignore[return-value]  # now an IdempotencyRecord
+
+
+def in_progress_record(
+    key: str,
+    expires_at: int,
+    lock_deadline_ms: int,
+    payload_hash: str | None,
+    build: Callable[..., IdempotencyRecord] = new_record,
+) -> IdempotencyRecord:
+    """:meth:`IdempotencyRecord.in_progress`, called by position (the guard's per-record call: a class method's call
+    by keyword costs a few times more); ``build`` makes it (a subclass's ``in_progress``: the subclass)."""  # noqa: D205, D209 - one sentence
+    deadline_s = -(-lock_deadline_ms // MS_PER_SECOND)  # ceiling division
+    expires_at = expires_at if expires_at >= deadline_s else deadline_s  # noqa: FURB136 - max() costs several times it
+    return build(key, IN_PROGRESS, expires_at, lock_deadline_ms, new_lease(), None, payload_hash)
