@@ -297,12 +297,15 @@ class IdempotencyGuard:
         """
         self._leave()
         held, complete, failure = self._closing(exc)
+        # A lock held was taken through the sync face: __enter__ checked the store, or __aenter__ called it inline
+        # (its __aexit__ comes here only then). Not checked again per record.
+        store: PersistenceLayer = self.store  # type: ignore[assignment]  # the sync member of the union, as said
         if complete is not None:
-            committed, too_large = commit(self._sync_store(), held, complete, self._writes, self._release_failed)
+            committed, too_large = commit(store, held, complete, self._writes, self._release_failed)
             self._committed(committed, too_large)  # not *commit(...): a call by star costs a few times more
         elif held is not None:
             try:
-                self._sync_store().release(held)
+                store.release(held)
             except Exception as e:  # noqa: BLE001 - any store's failure: the body's exception still wins
                 self._release_failed(held, failure, e)
         return False if exc is None and failure is None else self._closed(exc, failure)  # per record: no call
