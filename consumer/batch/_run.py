@@ -91,6 +91,7 @@ _PROCESSED, _UNGUARDED = Outcome.PROCESSED, Outcome.UNGUARDED
 
 #: The pool whose worker the current thread is, if any: a batch run in it must not wait for a pool's workers.
 _worker = threading.local()
+#: A record's guard is made by ``__new__`` and an ``__init__`` call (see :meth:`BatchRun._guard`).
 _new_guard = object.__new__
 #: Stands in for the store of a processor that has none: its guards are pass-throughs and never reach it.
 _NO_STORE = InMemoryPersistenceLayer()
