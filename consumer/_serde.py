@@ -46,8 +46,6 @@ class _Encoder(json.JSONEncoder):
 
 
 _PLAIN = _Encoder(separators=(",", ":"), allow_nan=False)
-#: ``_PLAIN``'s C encoder (``None`` without one), called directly for the usual result, a dict: no method call.
-_PLAIN_C = _PLAIN._built  # noqa: SLF001 - this module's own encoder
 _CANONICAL = _Encoder(sort_keys=True, separators=(",", ":"))
 
 
@@ -236,7 +234,7 @@ def encode_result(value: Any) -> str:
                 if type(k) is not str or type(v) not in _ATOMS:
                     break
             else:
-                text = "".join(_PLAIN_C(value, 0)) if _PLAIN_C else _PLAIN.encode(value)
+                text = _PLAIN.encode(value)
                 if text.isascii() or _utf8(text):
                     return text
         if _plain(value, 0, math.isfinite):
