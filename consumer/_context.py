@@ -87,21 +87,26 @@ class Invocation:
         self._context = context = lambda_context_of(context)
         self._token = _current.set((context,))
         self._closed = False
-        with _running_lock:
-            _running.append(context)
-            if context is not None:
-                _latest[:] = [context]
+        # The lock is taken and released by hand here and in close(), not in a `with` block: half the instructions,
+        # on every invocation; nothing between them can raise.
+        _running_lock.acquire()
+        _running.append(context)
+        if context is not None:
+            _latest[:] = (context,)
+        _running_lock.release()
 
     def close(self) -> None:
         """Unregister the context: guards made afterwards no longer see it. Idempotent."""
         if self._closed:
             return
         self._closed = True
-        with _running_lock:
-            for index, running in enumerate(_running):
-                if running is self._context:
-                    del _running[index]
-                    break
+        context = self._context
+        _running_lock.acquire()
+        for index in range(len(_running) - 1, -1, -1):  # the last one opened is the one closed, as a rule
+            if _running[index] is context:
+                del _running[index]
+                break
+        _running_lock.release()
         try:
             _current.reset(self._token)
         except ValueError:  # closed from another context than the one that opened it: clear it there
