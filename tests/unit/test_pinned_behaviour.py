@@ -956,3 +956,14 @@ def test_a_record_whose_plain_form_cannot_be_built_is_a_key_error_saying_so():
     with pytest.raises(IdempotencyKeyError) as caught:
         make_key(ExplodingModel(), IdempotencyConfig())
     assert str(caught.value) == "the record's plain form cannot be built: ArithmeticError('no dump')"
+
+
+def test_invocations_closed_in_any_order_leave_the_others_registered():
+    context, other = FakeContext(aws_request_id="r-1"), FakeContext(aws_request_id="r-2")
+    first, second, third = (register_lambda_context(c) for c in (context, context, other))
+    first.close()  # not the last one opened: the other two stay, two invocations a bare thread cannot tell apart
+    assert _seen_by_a_plain_thread() is None
+    third.close()
+    assert _seen_by_a_plain_thread() is context
+    second.close()
+    assert _seen_by_a_plain_thread() is None
