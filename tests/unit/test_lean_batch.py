@@ -103,3 +103,29 @@ def test_a_handler_made_anew_for_each_batch_is_inspected_anew(face):
         del record_handler
         gc.collect()
     assert seen == ["m-0", True, "m-2", True, "m-4", True]
+
+
+@pytest.mark.parametrize(
+    ("variables", "guarded"),
+    [
+        ({"IDEMPOTENCY_DISABLED": "1"}, False),
+        ({"IDEMPOTENCY_DISABLED": "0"}, True),
+        ({"POWERTOOLS_IDEMPOTENCY_DISABLED": "true"}, False),
+        ({"IDEMPOTENCY_DISABLED": "off", "POWERTOOLS_IDEMPOTENCY_DISABLED": "on"}, True),  # ours decides
+        ({"IDEMPOTENCY_DISABLED": "", "POWERTOOLS_IDEMPOTENCY_DISABLED": "yes"}, False),  # ours empty: theirs
+        ({}, True),
+    ],
+)
+def test_the_disable_switch_set_between_two_invocations_decides_the_next_one(face, monkeypatch, variables, guarded):
+    # Read once per invocation, never kept across invocations: a test sets it between two batches of one processor.
+    monkeypatch.setenv("IDEMPOTENCY_DISABLED", "1")
+    store = InMemoryPersistenceLayer()
+    processor = face.processor(EventType.SQS, store=store)
+    face.process(sqs_event(sqs_record("m-0", 0)), handler, processor, FakeContext())
+    if "IDEMPOTENCY_DISABLED" not in variables:
+        monkeypatch.delenv("IDEMPOTENCY_DISABLED")
+    for name, value in variables.items():  # IDEMPOTENCY_DISABLED changes in place: os.environ keeps its size
+        monkeypatch.setenv(name, value)
+    face.process(sqs_event(sqs_record("m-1", 1)), handler, processor, FakeContext())
+    assert (processor.summary.processed, processor.summary.unguarded) == ((1, 0) if guarded else (0, 1))
+    assert len(list(store.scan())) == (1 if guarded else 0)
