@@ -59,7 +59,7 @@ _current: contextvars.ContextVar[tuple[LambdaContext | None] | None] = contextva
 # (a plain threading.Thread). Lambda runs one invocation per process at a time; with several at once
 # (a test runner, a local server) nobody can tell which one a bare thread belongs to, so none is used.
 # Keyed by the Invocation, in the order they opened: each open and close is one dict operation, atomic under the
-# GIL (and in free-threaded builds), so opening and closing one takes no lock.
+# GIL, so opening and closing one takes no lock; a reader copies the values in one operation.
 _running: dict[Invocation, LambdaContext | None] = {}
 # The context registered Powertools' way (config.register_lambda_context): one for the process, replaced by each
 # call, never stacked, and never closed by its caller. It counts only while it is the context of the invocation that
