@@ -18,6 +18,8 @@ DEFERRED = (
     "consumer.sources._kafka",
     "consumer.sources._headers",
     "consumer.sources._record_views",
+    "consumer.sources._streams",
+    "consumer.sources._attribute_values",
     "consumer.batch._async_batch",
     "consumer.powertools",
     "consumer.decorators",
@@ -51,3 +53,27 @@ def test_a_batch_with_metrics_off_never_imports_the_metrics_module_and_one_with_
     code = "import consumer, consumer.observability as o; assert consumer.Metrics is o.Metrics; print(o.Metrics())"
     shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert shown.startswith("Metrics(namespace='IdempotentConsumer'")
+
+
+def test_the_stream_records_load_with_the_first_stream_batch_or_name_and_an_sqs_batch_never_loads_them():
+    # Each frozen dataclass has its methods generated when its class is made: an SQS function never makes these.
+    code = (
+        "import sys; from consumer import BatchProcessor, EventType; from persistence import InMemoryPersistenceLayer;"
+        "source, records = eval(sys.argv[1]);"
+        "p = BatchProcessor(getattr(EventType, source), store=InMemoryPersistenceLayer());"
+        "print(p.process({'Records': records}, lambda r: type(r).__name__)['batchItemFailures'],"
+        " 'consumer.sources._streams' in sys.modules)"
+    )
+    sqs = "'SQS', [{'messageId': 'm', 'body': '{}', 'eventSource': 'aws:sqs'}]"
+    kinesis = "'KINESIS', [{'eventID': 'e', 'kinesis': {'sequenceNumber': '1', 'partitionKey': 'p', 'data': 'e30='}}]"
+    stream = "'DYNAMODB_STREAMS', [{'eventID': 'e', 'dynamodb': {'SequenceNumber': '1', 'Keys': {'k': {'N': '1'}}}}]"
+    for records, loaded in ((sqs, False), (kinesis, True), (stream, True)):
+        shown = subprocess.run([sys.executable, "-c", code, records], capture_output=True, text=True, check=True)
+        assert shown.stdout.split() == ["[]", str(loaded)], (records, shown.stderr)
+    code = (
+        "import consumer, consumer.sources as s, consumer.sources._streams as m;"
+        "assert consumer.KinesisRecord is s.KinesisRecord is m.KinesisRecord;"
+        "assert consumer.DynamoDBStreamRecord is s.DynamoDBStreamRecord is m.DynamoDBStreamRecord;"
+        "assert {'KinesisRecord', 'DynamoDBStreamRecord'} <= set(dir(consumer)) & set(dir(s)); print('ok')"
+    )
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "ok\n"
