@@ -11,7 +11,6 @@ and the observability wing (outcomes, logs, metrics). No wing imports it: only `
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, overload
 
 from consumer._context import Invocation
@@ -26,6 +25,8 @@ from consumer.sources import (
 from persistence import is_async_store
 
 if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
+
     from typing_extensions import Unpack
 
     from consumer._context import LambdaContext
@@ -229,6 +230,9 @@ class BatchProcessor(_Processor[RecordT]):
         if self._settings.max_workers > 1 and self._pool is None:
             with self._pool_lock:
                 if self._pool is None:
+                    # concurrent.futures loads with the first pool: a processor of one worker never needs it.
+                    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+
                     self._pool = ThreadPoolExecutor(
                         self._settings.max_workers, thread_name_prefix="idempotent-consumer"
                     )

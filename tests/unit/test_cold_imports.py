@@ -8,6 +8,7 @@ import sys
 
 DEFERRED = (
     "sqlite3",
+    "concurrent.futures",  # a processor of one worker (the default) makes no pool
     "persistence.sqlite",
     "persistence.urls",
     "consumer.cli",
