@@ -78,3 +78,23 @@ def test_the_stream_records_load_with_the_first_stream_batch_or_name_and_an_sqs_
         "assert {'KinesisRecord', 'DynamoDBStreamRecord'} <= set(dir(consumer)) & set(dir(s)); print('ok')"
     )
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "ok\n"
+
+
+def test_the_only_dataclasses_built_by_the_import_are_the_public_types_a_handler_uses():
+    # A dataclass compiles the methods it generates when its class is made, on every cold start: an internal type
+    # is a plain slotted class, and a type a handler may never use is made on first use (the stream records).
+    code = (
+        "import sys, consumer, persistence;"
+        "ours = [(n, m) for n, m in list(sys.modules.items()) if n.split('.')[0] in ('consumer', 'persistence')];"
+        "print(sorted(f'{n}.{k}' for n, m in ours for k, v in vars(m).items()"
+        " if isinstance(v, type) and v.__module__ == n and '__dataclass_fields__' in v.__dict__))"
+    )
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    public = [
+        "consumer.batch._event.BatchSummary",
+        "consumer.config.IdempotencyConfig",
+        "consumer.sources.SQSRecord",
+        "persistence._attributes.AttributeNames",
+        "persistence._record.IdempotencyRecord",
+    ]
+    assert shown.strip() == str(public)
