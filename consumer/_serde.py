@@ -12,6 +12,7 @@ import math
 import re
 import threading
 import uuid
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -84,30 +85,10 @@ class BinaryKey(bytes):
     __slots__ = ()
 
 
-class OwnIdKey:
-    """A record's own id keying it in place of the producer's key it lacks (``key_header``): keyed as
-    ``{"__ic__": "own-id", "v": <the id>}``, which no header value keys alike (a text, bytes, or a payload, whose
-    own reserved key is escaped), so a producer cannot claim a header-less record's key by sending its id.
-
-    A plain class, not a dataclass (whose methods would be generated on every cold start): equal by its id."""  # noqa: D205, D209
-
-    __slots__ = ("id",)
-
-    def __init__(self, id: Any) -> None:  # noqa: A002 - the record's id, as the key calls it
-        """Wrap the record's own id ``id``."""
-        self.id = id
-
-    def __eq__(self, other: object) -> bool:
-        """Equal to an own-id key of an equal id."""
-        return other.__class__ is OwnIdKey and self.id == other.id
-
-    def __hash__(self) -> int:
-        """The hash of its id."""
-        return hash(("own-id", self.id))
-
-    def __repr__(self) -> str:
-        """``OwnIdKey(id=...)``."""
-        return f"OwnIdKey(id={self.id!r})"
+class OwnIdKey(SimpleNamespace):
+    """A record's own id keying it in place of the producer's key it lacks (``key_header``): ``OwnIdKey(id=...)``,
+    keyed as ``{"__ic__": "own-id", "v": <the id>}``, which no header value keys alike (a text, bytes, or a payload,
+    whose own reserved key is escaped), so a producer cannot claim a header-less record's key by sending its id."""  # noqa: D205, D209
 
 
 def _utf8(text: str) -> bool:
