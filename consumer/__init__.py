@@ -60,7 +60,6 @@ from consumer.batch import (
     BatchEventError,
     BatchProcessingError,
     BatchProcessor,
-    BatchSummary,
     PartialBatchResponse,
     SqsFifoPartialProcessor,
     UnexpectedBatchTypeError,
@@ -84,6 +83,7 @@ from persistence._shadowing import imported_on_first_use
 if TYPE_CHECKING:
     from consumer.batch._async_batch import AsyncBatchProcessor, async_process_partial_response
     from consumer.batch._decorators import async_batch_processor, batch_processor
+    from consumer.batch._summary import BatchSummary
     from consumer.decorators import idempotent, idempotent_function
     from consumer.observability.metrics import Metrics
     from consumer.powertools import PowertoolsCutover
@@ -95,6 +95,7 @@ if TYPE_CHECKING:
 #: Powertools' older batch decorators, the decorators of single functions, nor the metrics' configuration (EMF
 #: metrics are off by default: ``consumer.observability`` imports that module only when a processor turns them on).
 _IMPORTED_ON_FIRST_USE = {
+    "BatchSummary": "consumer.batch._summary",
     "KinesisRecord": "consumer.sources._streams",
     "DynamoDBStreamRecord": "consumer.sources._streams",
     "KafkaHeaders": "consumer.sources._kafka",

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 from consumer._context import Invocation
 from consumer._errors import BatchEventError, BatchProcessingError, UnexpectedBatchTypeError
-from consumer.batch._event import BatchEvent, BatchItemFailure, BatchSummary, PartialBatchResponse
+from consumer.batch._event import BatchEvent, BatchItemFailure, PartialBatchResponse
 from consumer.batch._processor import _Call, _Processor
 from consumer.batch._run import BatchRun
 from consumer.sources import (
@@ -23,6 +23,7 @@ from consumer.sources import (
     RecordT,
 )
 from persistence import is_async_store
+from persistence._shadowing import imported_on_first_use
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
     from consumer._context import LambdaContext
     from consumer.batch._processor import _Batch
+    from consumer.batch._summary import BatchSummary
     from consumer.batch._types import BatchOptions, RecordHandler
     from consumer.sources import (
         DynamoDBStreamRecord,
@@ -44,6 +46,9 @@ if TYPE_CHECKING:
     )
     from consumer.sources._kafka import KafkaRecord
     from persistence import PersistenceLayer
+
+#: Made when first used (PEP 562): a batch that succeeded with INFO logs off never reads its summary.
+__getattr__, __dir__ = imported_on_first_use(globals(), {"BatchSummary": "consumer.batch._summary"})
 
 __all__ = [  # the types of _batch_event are part of this module's API, as they were defined here
     "BatchEvent",
