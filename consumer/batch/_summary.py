@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from persistence._fields import ByFields
 
-@dataclass(frozen=True, slots=True)
-class BatchSummary:
+
+@dataclass(frozen=True, slots=True, repr=False, eq=False)  # shown, compared, hashed: ByFields
+class BatchSummary(ByFields):
     """What one invocation did with its batch."""
 
     event_type: str

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar, cast
 
 from consumer._serde import canonical_json
 from consumer.sources._raw_view import KeyedByRaw, StreamRecord
+from persistence._fields import ByFields
 from persistence._shadowing import imported_on_first_use
 
 if TYPE_CHECKING:
@@ -66,8 +67,8 @@ class EventType(str, enum.Enum):
     Kafka = "kafka"  # noqa: PIE796 - Powertools' name for KAFKA
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class SQSRecord(KeyedByRaw):
+@dataclasses.dataclass(frozen=True, slots=True, repr=False, eq=False)  # shown, compared, hashed: ByFields
+class SQSRecord(KeyedByRaw, ByFields):
     """An SQS message. ``raw`` is the record exactly as Lambda delivered it; ``record["body"]`` reads it too.
 
     Attributes:

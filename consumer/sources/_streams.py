@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from consumer.sources._attribute_values import deserialize_item
 from consumer.sources._raw_view import StreamRecord
+from persistence._fields import ByFields
 
 if TYPE_CHECKING:
     from aws_lambda_typing.events.dynamodb_stream import DynamodbRecord
@@ -22,8 +23,8 @@ if TYPE_CHECKING:
     from consumer.sources._record_views import KinesisPayload, StreamRecordView
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class KinesisRecord(StreamRecord):
+@dataclasses.dataclass(frozen=True, slots=True, repr=False, eq=False)  # shown, compared, hashed: ByFields
+class KinesisRecord(StreamRecord, ByFields):
     """A Kinesis Data Streams record; ``record["kinesis"]`` reads its raw event.
 
     Attributes:
@@ -74,8 +75,8 @@ class KinesisRecord(StreamRecord):
         return cls(raw, raw.get("eventID", ""), kinesis["sequenceNumber"], kinesis.get("partitionKey", ""))
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class DynamoDBStreamRecord(StreamRecord):
+@dataclasses.dataclass(frozen=True, slots=True, repr=False, eq=False)  # shown, compared, hashed: ByFields
+class DynamoDBStreamRecord(StreamRecord, ByFields):
     """A DynamoDB Streams record, with its images as plain dicts (numbers as ``int`` or ``Decimal``).
 
     ``record["dynamodb"]`` reads its raw event; ``keys`` is the item's key attributes, not the raw event's names
