@@ -2,8 +2,9 @@
 
 The batch wing owns the processors (this module, and the async one in ``_async_batch``), the run over one batch
 (scheduling, ordering, failure propagation, the deadline: ``_run``, ``_async_run``), records of one batch sharing
-a key (``_holders``), the event and the response (``_event``), the report once the batch ran (``_report``), a
-record parsed into the processor's ``model`` (``_record_model``) and Powertools' older decorators (``_decorators``).
+a key (``_holders``), the event and the response (``_event``), the summary, made when first read (``_summary``), the
+report once the batch ran (``_report``), a record parsed into the processor's ``model`` (``_record_model``) and
+Powertools' older decorators (``_decorators``).
 It may import the core, ``persistence``, and the public faces of the sources wing (records, ids, ordering keys)
 and the observability wing (outcomes, logs, metrics). No wing imports it: only ``consumer``'s public face does.
 """
