@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+from persistence._fields import ByFields
+
 MS_PER_SECOND = 1000
 
 
@@ -36,8 +38,8 @@ def new_lease() -> str:
     return os.urandom(16).hex()
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class IdempotencyRecord:
+@dataclasses.dataclass(frozen=True, slots=True, repr=False, eq=False)  # shown, compared, hashed: ByFields
+class IdempotencyRecord(ByFields):
     """One key's state in the store.
 
     Attributes:
@@ -133,12 +135,12 @@ class IdempotencyRecord:
 _new = object.__new__
 
 
-class _Draft:
+class _Draft(ByFields):  # the record's base: one layout
     """A record being built: the record's slots, in its order, on a class that sets them as any class does.
 
     A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__`` (its own ``__setattr__``
     refuses), which costs several times a plain attribute store. A draft is filled with plain stores, then becomes
-    the record by class assignment: Python allows it between classes of one layout (the same slots, no
+    the record by class assignment: Python allows it between classes of one layout (the same base and slots, no
     ``__dict__``), and the object is then exactly what ``IdempotencyRecord(...)`` builds, and as frozen.
     """
 
