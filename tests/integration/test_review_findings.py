@@ -103,6 +103,40 @@ def test_a_processors_key_expression_an_idempotent_function_handler_would_drop_i
     assert "'powertools_json(body).order_id'" in str(refused.value)
 
 
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("key_header", "Idempotency-Key"), ("payload_validation_jmespath", "powertools_json(body).amount")],
+)
+def test_a_processors_key_header_or_payload_validation_an_idempotent_function_would_drop_is_refused(
+    tmp_path, option, value
+):
+    # The processor's event key is its default (unset), the option after it is set: refused as the key is. Dropped, a
+    # header-keyed retry of one order would run again, and a changed payload would replay the first one's result.
+    charged = []
+
+    @idempotent_function(
+        data_keyword_argument="record",
+        store=SQLitePersistenceLayer(tmp_path / "f.sqlite3"),
+        name=f"charge-{tmp_path.name}",  # one per case: a failed case's function may still be alive
+    )
+    def charge(record):
+        charged.append(record.message_id)
+        return "charged"
+
+    processor = BatchProcessor(
+        EventType.SQS, store=InMemoryPersistenceLayer(), config=IdempotencyConfig(**{option: value})
+    )
+    event = {"Records": [{"messageId": "m-1", "body": '{"amount": 5}'}]}
+    with pytest.raises(TypeError, match=f"put {option} on the function's config") as refused:
+        process_partial_response(event, charge, processor)
+    assert charged == []  # nothing ran: the whole batch comes back
+    assert f"sets {option} {value!r}" in str(refused.value)
+    assert (
+        "records would otherwise be keyed by the function's config, and those the processor's would replay run "
+        "again" in str(refused.value)
+    )
+
+
 def test_the_same_key_expression_on_both_configs_runs_once_per_order(tmp_path):
     charged = []
     by_order = IdempotencyConfig(event_key_jmespath="powertools_json(body).order_id")
