@@ -7,6 +7,7 @@ from a committed record. Each test names the ending it defends.
 from __future__ import annotations
 
 import datetime as dt
+import re
 import threading
 
 import pytest
@@ -317,11 +318,28 @@ async def _async_hook(response, record):
     return {"hooked": response}
 
 
+class _AsyncHook:
+    def __repr__(self) -> str:
+        return "<stamping hook>"
+
+    async def __call__(self, response, _record):
+        return {"hooked": response}
+
+
 def test_an_async_response_hook_is_refused_when_the_config_is_built():
     # The guard calls the hook as hook(response, record): an async def hook made every replay a coroutine, never
     # awaited; `await charge(order=...)` of a duplicate returned that coroutine instead of the stored result.
-    with pytest.raises(IdempotencyConfigError, match=r"^response_hook '_async_hook' is async def"):
+    with pytest.raises(IdempotencyConfigError, match=r"^response_hook '_async_hook' is async def") as refused:
         IdempotencyConfig(response_hook=_async_hook)
+    # It says why (every replay would be an unawaited coroutine) and what to do.
+    assert str(refused.value).endswith(
+        "it is called as hook(response, record) when a duplicate replays, in sync and async code alike, and what it "
+        "returns is the replay (a coroutine, never awaited); make it a plain def"
+    )
+    # A hook object with an async __call__ has no name of its own: refused alike, named by what it is.
+    hook = _AsyncHook()
+    with pytest.raises(IdempotencyConfigError, match=rf"^response_hook {re.escape(repr(hook))} is async def"):
+        IdempotencyConfig(response_hook=hook)
     with pytest.raises(IdempotencyConfigError, match=r"^response_hook must be a function"):
         IdempotencyConfig(response_hook="not a function")
 
