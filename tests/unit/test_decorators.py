@@ -137,7 +137,9 @@ def test_failed_function_releases_its_lock(face):
             raise ConnectionError("card network down")
         return "charged"
 
-    decorated = idempotent_function(data_keyword_argument="order", store=store)(face.define(charge))
+    # One name per face: the other face's function, failed, may still be alive (its traceback, a cycle).
+    name = f"charge-{face.name}"
+    decorated = idempotent_function(data_keyword_argument="order", store=store, name=name)(face.define(charge))
     with pytest.raises(ConnectionError):
         face.call(decorated, order={"id": 1})
     assert list(store.scan()) == []
