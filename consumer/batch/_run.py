@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextvars
 import threading
 import types
@@ -86,6 +85,7 @@ class RunSettings:
 #: The outcomes of a record that ran, by plain names for the per-record path: on Python 3.11 a member read off its
 #: class (``Outcome.PROCESSED``) costs several times a global's read.
 _PROCESSED, _UNGUARDED = Outcome.PROCESSED, Outcome.UNGUARDED
+_SOURCE_NAMES = {event_type: event_type.value for event_type in EventType}
 
 #: The pool whose worker the current thread is, if any: a batch run in it must not wait for a pool's workers.
 _worker = threading.local()
@@ -137,7 +137,7 @@ class BatchRun:
         self.items = items
         self.pool: ThreadPoolExecutor | None = None
         self._disabled = idempotency_disabled()
-        self.source: str = settings.event_type.value  # the source's name (logs, summary), read once: a property call
+        self.source: str = _SOURCE_NAMES[settings.event_type]  # the source's name (logs, summary); .value is a call
         self._stopped = False
         self._failed_groups: set[str] = set()
         self._lock = threading.Lock()
@@ -167,13 +167,15 @@ class BatchRun:
             for item in self.items:
                 self._run_item(item)
             return
+        from concurrent.futures import wait  # noqa: PLC0415 - loaded with the pool (BatchProcessor._workers)
+
         self._holders = BatchHolders(threading.Event)  # records in threads may meet each other's locks
         groups = self.groups()
         self._unstarted = len(groups)
         futures = [self.pool.submit(contextvars.copy_context().run, self._run_group, g) for g in groups]
         # Every group finishes before anything is raised (a BaseException from a handler): no record may
         # still be running, and commit, after the invocation has ended.
-        concurrent.futures.wait(futures)
+        wait(futures)
         for future in futures:
             future.result()
 
