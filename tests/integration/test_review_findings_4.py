@@ -7,6 +7,7 @@ replayed from a committed record. Each test names the ending it defends.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import warnings
 
@@ -15,11 +16,16 @@ import pytest
 from consumer import (
     AlreadyProcessed,
     AsyncBatchProcessor,
+    BatchProcessor,
     EventType,
+    IdempotencyAlreadyInProgressError,
     IdempotencyConfig,
     IdempotencyGuard,
     async_process_partial_response,
+    process_partial_response,
 )
+from consumer._context import register_invocation_context
+from consumer.config import function_config
 from persistence import InMemoryPersistenceLayer, RecordStatus, as_async_store
 
 # -- a guard given the async face of an in-memory store: `async with` left the record IN_PROGRESS ------------------
@@ -99,3 +105,49 @@ def test_async_batch_processor_on_the_in_memory_stores_async_face_commits_each_r
     assert sorted(r.status.value for r in memory.scan()) == ["COMPLETE", "COMPLETE"]
     assert async_process_partial_response(event, handler, processor) == {"batchItemFailures": []}
     assert ran == ["m-1", "m-2"]
+
+
+# -- a batch run without a context: its records took their lock deadline from a context registered elsewhere ------
+
+
+class _Context:
+    """A Lambda context whose remaining time is fixed."""
+
+    def __init__(self, remaining_ms: int) -> None:
+        self.remaining_ms = remaining_ms
+        self.aws_request_id = "an-earlier-invocation"
+        self.function_name = "f"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_ms
+
+
+def test_a_batch_without_a_context_does_not_take_a_registered_contexts_deadline_and_lose_its_lock():
+    # A context registered Powertools' way (config.register_lambda_context) by an earlier invocation of a warm
+    # container, with 1 s of its own left; this invocation calls the processor without its context. "A batch uses its
+    # own context for the length of its call" (IdempotencyConfig.register_lambda_context): with none, the lock lasts
+    # lock_timeout_seconds (60 s). The records' guards resolved their context once per batch, before the batch
+    # registered its own (none), and so took the earlier invocation's deadline: a lock of 2 s, taken over by a
+    # redelivery 5 s into a body that still ran. The body ran twice: none of the three endings. Ending 1, once.
+    now = 1_800_000_000.0
+    memory = InMemoryPersistenceLayer()
+    processor = BatchProcessor(EventType.SQS, store=memory, clock=lambda: now)
+    ran = []
+
+    def handler(record):
+        ran.append("batch")
+        # The same message delivered again to another invocation, 5 s later, while this body still runs.
+        rival = IdempotencyGuard(record.raw_event, store=memory, config=function_config(), clock=lambda: now + 5)
+        with contextlib.suppress(IdempotencyAlreadyInProgressError), rival:
+            ran.append("rival")
+            rival.result = "rival"
+        return "done"
+
+    IdempotencyConfig().register_lambda_context(_Context(remaining_ms=1_000))
+    try:
+        response = process_partial_response({"Records": [{"messageId": "m-1", "body": "{}"}]}, handler, processor)
+    finally:
+        register_invocation_context(None)
+    assert ran == ["batch"]
+    assert response == {"batchItemFailures": []}
+    assert [record.status for record in memory.scan()] == [RecordStatus.COMPLETE]
