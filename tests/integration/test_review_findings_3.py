@@ -1,0 +1,64 @@
+"""Findings of a third review, of the two changes that made the invocation and the import faster: each a test of
+the promise that every record ends committed after its body ran once, reported in batchItemFailures (or raised), or
+replayed from a committed record. Each test names the ending it defends.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+
+from fakes import FakeClock, FakeContext
+
+from consumer import (
+    IdempotencyAlreadyInProgressError,
+    IdempotencyConfig,
+    current_lambda_context,
+    idempotent_function,
+    register_lambda_context,
+)
+from persistence import SQLitePersistenceLayer
+
+# -- invocations closed out of order: a finished invocation's context outlived both, and set the next one's lock ----
+
+
+def test_invocations_closed_out_of_order_leave_no_finished_context_to_set_the_next_lock(tmp_path):
+    """Ending: committed after its body ran once. Two registrations closed in the order they opened (a middleware
+    and a handler, each without ``with``) left the first one's context in the thread's context variable after both
+    had closed; it came before the next invocation's Powertools-style registration, so the next lock took the
+    finished invocation's deadline (0 ms left: the grace only), expired while its body ran, and a redelivery ran the
+    body a second time."""
+    store, clock = SQLitePersistenceLayer(str(tmp_path / "records.db")), FakeClock()
+    config = IdempotencyConfig(lock_grace_ms=1000)
+    ran, other = [], []
+
+    @idempotent_function(data_keyword_argument="order", store=store, config=config, clock=clock, key_prefix="p")
+    def charge(order):
+        ran.append(order["id"])
+        if len(ran) == 1:  # the body takes 2 s; meanwhile the order is redelivered to another invocation
+            clock.advance(2)
+            thread = threading.Thread(target=redelivery)
+            thread.start()
+            thread.join()
+        return "charged"
+
+    def redelivery():
+        with register_lambda_context(FakeContext(remaining_ms=60_000, aws_request_id="r-3")):
+            try:
+                other.append(charge(order={"id": 7}))
+            except IdempotencyAlreadyInProgressError as e:
+                other.append(type(e).__name__)
+
+    def warm_container():
+        finished = FakeContext(remaining_ms=0, aws_request_id="r-1")  # invocation 1, over: no time left
+        middleware, handler = register_lambda_context(finished), register_lambda_context(finished)
+        middleware.close()
+        handler.close()
+        assert current_lambda_context() is None  # both closed: no invocation runs in this thread
+        # Invocation 2, 60 s left, registered as Powertools documents it.
+        config.register_lambda_context(FakeContext(remaining_ms=60_000, aws_request_id="r-2"))
+        assert charge(order={"id": 7}) == "charged"
+
+    contextvars.copy_context().run(warm_container)
+    assert other == ["IdempotencyAlreadyInProgressError"]  # its lock held: the redelivery is retried later
+    assert ran == [7]  # the body ran once
