@@ -6,7 +6,11 @@ replayed from a committed record. Each test names the ending it defends.
 from __future__ import annotations
 
 import contextvars
+import os
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 from fakes import FakeClock, FakeContext
 
@@ -62,3 +66,20 @@ def test_invocations_closed_out_of_order_leave_no_finished_context_to_set_the_ne
     contextvars.copy_context().run(warm_container)
     assert other == ["IdempotencyAlreadyInProgressError"]  # its lock held: the redelivery is retried later
     assert ran == [7]  # the body ran once
+
+
+# -- the stream records made on first use: `from consumer.sources import *` no longer gave them --------------------
+
+
+def test_a_star_import_of_the_sources_still_gives_the_stream_records():
+    """No ending at stake: the API. ``KinesisRecord`` and ``DynamoDBStreamRecord`` became names made on first use
+    (PEP 562); ``consumer.sources`` had no ``__all__``, so a star import took its globals, which no longer held them
+    (a NameError in the user's handler module). Run in a fresh interpreter: once used, a name is a global."""
+    code = (
+        "from consumer.sources import *\n"
+        "print(KinesisRecord.__name__, DynamoDBStreamRecord.__name__, SQSRecord.__name__, EventType.KINESIS.value)"
+    )
+    here = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}  # this tree's consumer
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, env=here)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["KinesisRecord", "DynamoDBStreamRecord", "SQSRecord", "kinesis"]
