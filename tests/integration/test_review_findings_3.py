@@ -12,16 +12,20 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
 from fakes import FakeClock, FakeContext
 
 from consumer import (
+    BatchProcessor,
+    EventType,
     IdempotencyAlreadyInProgressError,
     IdempotencyConfig,
     current_lambda_context,
     idempotent_function,
+    process_partial_response,
     register_lambda_context,
 )
-from persistence import SQLitePersistenceLayer
+from persistence import InMemoryPersistenceLayer, SQLitePersistenceLayer
 
 # -- invocations closed out of order: a finished invocation's context outlived both, and set the next one's lock ----
 
@@ -83,3 +87,42 @@ def test_a_star_import_of_the_sources_still_gives_the_stream_records():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, env=here)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["KinesisRecord", "DynamoDBStreamRecord", "SQSRecord", "kinesis"]
+
+
+# -- the event type read once by identity: a processor given its value as a string ran a FIFO queue as a standard one
+
+
+def _fifo_message(message_id, group):
+    return {
+        "messageId": message_id,
+        "body": message_id,
+        "eventSource": "aws:sqs",
+        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:orders.fifo",
+        "attributes": {"ApproximateReceiveCount": "1", "MessageGroupId": group},
+    }
+
+
+@pytest.mark.parametrize("event_type", [EventType.SQS, "sqs"], ids=["member", "its-value"])
+def test_a_processor_given_the_event_types_value_runs_a_fifo_queue_as_fifo(event_type):
+    """Ending: reported in batchItemFailures. ``BatchProcessor("sqs")`` raised an AttributeError with every batch
+    before; once the event type was compared by identity with members read once, the string passed the SQS check
+    but not the FIFO one: on a FIFO queue the records after a failure ran (m3, another group), where the FIFO
+    processor stops at the first failure and reports the rest, as ``EventType.SQS`` does."""
+    ran = []
+
+    def handle(record):
+        ran.append(record.message_id)
+        if record.message_id == "m1":
+            raise ValueError("declined")
+
+    processor = BatchProcessor(event_type, store=InMemoryPersistenceLayer(), raise_on_entire_batch_failure=False)
+    event = {"Records": [_fifo_message("m1", "g1"), _fifo_message("m2", "g1"), _fifo_message("m3", "g2")]}
+    response = process_partial_response(event, handle, processor)
+    assert response == {"batchItemFailures": [{"itemIdentifier": m} for m in ("m1", "m2", "m3")]}
+    assert ran == ["m1"]
+    assert processor.summary.event_type == "sqs_fifo"
+
+
+def test_a_processor_given_an_unknown_event_type_is_refused_when_made():
+    with pytest.raises(ValueError, match="'SQS' is not a valid EventType"):
+        BatchProcessor("SQS", store=InMemoryPersistenceLayer())
