@@ -72,6 +72,25 @@ def test_invocations_closed_out_of_order_leave_no_finished_context_to_set_the_ne
     assert ran == [7]  # the body ran once
 
 
+def test_a_thread_started_with_a_copy_of_the_context_no_longer_sees_an_invocation_once_it_closed():
+    """Ending: committed after its body ran once. The same leftover, seen by a thread a body starts with a copy
+    of its contextvars (as the docs advise) that outlives the invocation: its guards took the finished invocation's
+    deadline, the grace only, on a warm container's next invocation."""
+    finished = FakeContext(remaining_ms=0, aws_request_id="r-1")
+    closed, seen = threading.Event(), []
+
+    def background():
+        closed.wait(timeout=10)  # until the invocation below has closed
+        seen.append(current_lambda_context())
+
+    with register_lambda_context(finished):
+        thread = threading.Thread(target=contextvars.copy_context().run, args=(background,))
+        thread.start()
+    closed.set()
+    thread.join()
+    assert seen == [None]
+
+
 # -- the stream records made on first use: `from consumer.sources import *` no longer gave them --------------------
 
 
