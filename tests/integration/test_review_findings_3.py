@@ -6,6 +6,7 @@ replayed from a committed record. Each test names the ending it defends.
 from __future__ import annotations
 
 import contextvars
+import enum
 import os
 import subprocess
 import sys
@@ -143,5 +144,12 @@ def test_a_processor_given_the_event_types_value_runs_a_fifo_queue_as_fifo(event
 
 
 def test_a_processor_given_an_unknown_event_type_is_refused_when_made():
-    with pytest.raises(ValueError, match="'SQS' is not a valid EventType"):
-        BatchProcessor("SQS", store=InMemoryPersistenceLayer())
+    """Ending: raised. Powertools' own ``EventType.SQS`` (value ``"SQS"``), kept by a migrating user, failed every
+    batch as a DynamoDB Streams one; it is refused when the processor is made, naming ours."""
+
+    class PowertoolsEventType(enum.Enum):  # aws_lambda_powertools.utilities.batch.EventType's shape
+        SQS = "SQS"
+
+    for given in ("SQS", PowertoolsEventType.SQS):
+        with pytest.raises(ValueError, match=r"is not an EventType of idempotent-consumer: pass consumer\.EventType"):
+            BatchProcessor(given, store=InMemoryPersistenceLayer())
