@@ -327,8 +327,10 @@ class IdempotencyGuard:
         """
         self._leave()
         store = self._async_store() if self._held is not None else None
-        if store is None or isinstance(store, InlineStore):
-            return self.__exit__(exc_type, exc, traceback)  # nothing to await: the sync face, exactly
+        # The sync face, exactly, when nothing is to be awaited: only on the sync store itself (given the InlineStore
+        # itself, __exit__ would call its async complete and drop the coroutine: the record left IN_PROGRESS).
+        if store is None or (isinstance(store, InlineStore) and store is not self.store):
+            return self.__exit__(exc_type, exc, traceback)
         held, complete, failure = self._closing(exc)
         if complete is not None:
             ok, big, done, cancelled = await acommit(store, held, complete, self._writes, self._release_failed)

@@ -77,7 +77,10 @@ class AsyncBatchRun(BatchRun):
             return
         if self.settings.store is not None and self._own is None:
             self._store = as_async_store(self.settings.store)  # once per batch, not per record
-        self._inline = self._store is None or isinstance(self._store, InlineStore)
+        # Given an InlineStore itself, the guard's store is async: its sync face would refuse every record.
+        self._inline = self._store is None or (
+            isinstance(self._store, InlineStore) and self._store is not self.settings.store
+        )
         self._queue = collections.deque([self.items] if self.settings.max_workers == 1 else self.groups())
         self._unstarted = len(self._queue)
         if self.settings.max_workers > 1:

@@ -7,7 +7,6 @@ import threading
 import types
 from typing import TYPE_CHECKING, Any
 
-from consumer._context import current_lambda_context
 from consumer._errors import AlreadyProcessed, IdempotencyAlreadyInProgressError, IdempotencyKeyError
 from consumer._handlers import LAMBDA_CONTEXT, NO_GUARD, OWN, POSITIONAL, guarded_function, handler_shape
 from consumer._reports import idempotency_disabled
@@ -105,7 +104,6 @@ class BatchRun:
         "_disabled",
         "_failed_groups",
         "_guard_config",
-        "_guard_context",
         "_holders",
         "_lock",
         "_own",
@@ -151,10 +149,10 @@ class BatchRun:
         self._own_context = False
         self._own_call: Callable[..., Any] | None = None  # the undecorated function (bound)
         self._remaining: Callable[[], int] | None = getattr(context, "get_remaining_time_in_millis", None)
-        # The config and context of the records' guards on the processor's store: as a guard resolves them when given
-        # none (IdempotencyGuard.__init__), once for the batch.
+        # The config of the records' guards on the processor's store: as a guard resolves it when given none
+        # (IdempotencyGuard.__init__), once for the batch. Their context is the batch's own, even none: the records run
+        # in the batch's registration of it, where a guard given none finds exactly that (never another invocation's).
         self._guard_config = settings.config or function_config()
-        self._guard_context = context if context is not None else current_lambda_context()
         # Records of several groups run at once (threads, or tasks of a loop): they may meet each other's locks.
         self._holders: BatchHolders[Any] | None = None
         self._unstarted = 0  # groups not started yet
@@ -243,7 +241,7 @@ class BatchRun:
             # The class's call would build a dict of the keywords (its __init__ is reached through C): not per record.
             guard = _new_guard(IdempotencyGuard)
             guard.__init__(
-                item.raw, store=s.store, config=self._guard_config, context=self._guard_context, clock=s.clock,
+                item.raw, store=s.store, config=self._guard_config, context=self.context, clock=s.clock,
                 disabled=self._disabled,
             )  # fmt: skip
             guard._remaining_ms = left  # noqa: SLF001 - read for the record's deadline-margin check: no second read
