@@ -15,6 +15,7 @@ import collections
 from typing import TYPE_CHECKING, Any
 
 from consumer._async import settle
+from consumer._errors import IdempotencyAlreadyInProgressError
 from consumer._handlers import NO_GUARD
 from consumer.batch._holders import BatchHolders, Waited, await_holder
 from consumer.batch._run import BatchRun
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
     from consumer._context import LambdaContext
-    from consumer._errors import IdempotencyAlreadyInProgressError
     from consumer.batch._run import RunSettings
     from consumer.guard import IdempotencyGuard
     from persistence import AsyncPersistenceLayer
@@ -80,8 +80,6 @@ class AsyncBatchRun(BatchRun):
         self._inline = self._store is None or isinstance(self._store, InlineStore)
         self._queue = collections.deque([self.items] if self.settings.max_workers == 1 else self.groups())
         self._unstarted = len(self._queue)
-        if self.settings.max_workers > 1:
-            self._holders = BatchHolders(asyncio.Event)
         workers = self._workers
         self._hire()  # the first worker; it calls in the others as soon as a record suspends
         timer = self._deadline_timer(workers)
@@ -125,8 +123,22 @@ class AsyncBatchRun(BatchRun):
         wanted = 1 if not self._workers else len(self._queue)
         while wanted > 0 and len(self._workers) < self.settings.max_workers and not self._aborting:
             number = len(self._workers)
+            if number == 1:
+                self._run_at_once()
             self._workers.append(asyncio.ensure_future(self._work(number)))
             wanted -= 1
+
+    def _run_at_once(self) -> None:
+        """A second worker starts: from now on records run at once, and may meet each other's locks.
+
+        Until now one worker ran the records one after another: none could meet the lock of another record in
+        flight, and none was tracked (:mod:`consumer.batch._holders`). The one in flight now, which suspended (that
+        is what calls a second worker in), is tracked from here on.
+        """
+        self._holders = holders = BatchHolders(asyncio.Event)
+        guard = self._in_flight.get(0)
+        if guard is not None and not self._workers[0].done():
+            holders.adopt(guard)
 
     async def _work(self, number: int) -> None:
         queue = self._queue
@@ -177,28 +189,37 @@ class AsyncBatchRun(BatchRun):
                 return
 
     async def _aguarded(self, item: Item, guard: IdempotencyGuard) -> IdempotencyAlreadyInProgressError | None:
-        """:meth:`_guarded` as a task: run ``item``'s handler in ``guard``, or return the lock its enter met."""
-        holders = self._holders
-        if holders is None:
-            await self._entered_body(item, guard)
-            return None
-        with holders.trying(guard) as attempt:
-            await self._entered_body(item, guard)
-        return attempt.conflict
+        """:meth:`_guarded` as a task: run ``item``'s handler in ``guard``, or return the lock its enter met.
 
-    async def _entered_body(self, item: Item, guard: IdempotencyGuard) -> None:
-        if self._own is not None:  # an @idempotent_function's guard on its own store: it picks its own face
-            async with guard:
-                await self._abody(item, guard)
-        elif self._inline and guard.config.powertools_cutover is None:
-            # A store called on the loop (or none): the guard's sync face, all its async one does. Not with a
-            # cut-over: its read of the Powertools table is network I/O, which the async face runs in a thread.
-            with guard:
-                await self._abody(item, guard)
-        else:
-            guard._astore = self._store  # noqa: SLF001 - resolved once for the batch, not once per record
-            async with guard:
-                await self._abody(item, guard)
+        The lock is returned when records of the batch run at once (or came to since the try began, see
+        :meth:`_run_at_once`): the holder may be one of them. A lock met in the body (a nested guard's) fails it.
+        """
+        if self._holders is not None:
+            self._holders.begin(guard)
+        entered = False
+        try:
+            if self._own is None and self._inline and guard.config.powertools_cutover is None:
+                # A store called on the loop (or none): the guard's sync face, all its async one does. Not with a
+                # cut-over: its read of the Powertools table is network I/O, which the async face runs in a thread.
+                with guard:
+                    entered = True
+                    await self._abody(item, guard)
+            else:  # an @idempotent_function's guard on its own store picks its own face
+                if self._own is None:
+                    guard._astore = self._store  # noqa: SLF001 - resolved once for the batch, not once per record
+                async with guard:
+                    entered = True
+                    await self._abody(item, guard)
+        except BaseException as e:  # however the try ends, whoever waits on the record wakes
+            if self._holders is None:
+                raise
+            self._holders.end(guard)
+            if entered or not isinstance(e, IdempotencyAlreadyInProgressError):
+                raise
+            return e
+        if self._holders is not None:
+            self._holders.end(guard)
+        return None
 
     async def _abody(self, item: Item, guard: IdempotencyGuard) -> None:
         """:meth:`_run_body` as a task: what an ``async def`` handler (or a plain one) returns is awaited first."""
