@@ -40,7 +40,6 @@ class AsyncBatchRun(BatchRun):
         "_hiring",
         "_in_flight",
         "_inline",
-        "_past_deadline",
         "_queue",
         "_store",
         "_workers",
@@ -58,7 +57,6 @@ class AsyncBatchRun(BatchRun):
         """A run over ``items``, not started (see :class:`~consumer.batch._run.BatchRun`)."""
         super().__init__(settings, handler, guard_passing, context, items)
         self.cancel_at_deadline = True
-        self._past_deadline = False
         self._aborting = False
         self._deadline_cancels: set[asyncio.Task[Any]] = set()
         self._in_flight: dict[int, IdempotencyGuard] = {}  # by worker number
@@ -155,12 +153,6 @@ class AsyncBatchRun(BatchRun):
                     await self._arun_item(item, number)
             finally:
                 self._busy -= 1
-
-    def _blocked(self, item: Item) -> Outcome | None:
-        blocked = super()._blocked(item)
-        if blocked is None and self._past_deadline:
-            return Outcome.DEFERRED  # the timer fired: whatever the context's clock says by now
-        return blocked
 
     async def _arun_item(self, item: Item, number: int) -> None:
         retried: set[str] | None = None  # the leases of this batch's records it tried again after (on a conflict)
@@ -274,7 +266,7 @@ class AsyncBatchRun(BatchRun):
         return asyncio.get_running_loop().call_later(max(0, left_ms) / 1000, self._deadline, workers)
 
     def _deadline(self, workers: Iterable[asyncio.Task[None]]) -> None:
-        self._past_deadline = True
+        self._remaining = _no_time_left  # the timer fired: no record starts, whatever the context's clock says
         abandoned = False
         for number, worker in enumerate(workers):
             if not worker.done():
@@ -299,6 +291,11 @@ class AsyncBatchRun(BatchRun):
         for item in self.items:
             if item.outcome is None:
                 self._fail(item, Outcome.DEFERRED, None)
+
+
+def _no_time_left() -> int:
+    """The time left once the deadline timer fired, in milliseconds: less than any margin."""
+    return -1
 
 
 def _cancelling(task: asyncio.Task[Any] | None) -> bool:
