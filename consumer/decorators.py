@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 R = TypeVar("R")
 P = ParamSpec("P")
+_HANDLER_ARITY = 2  # handler(event, context)
 Handler = TypeVar("Handler", bound="Callable[[Any, Any], Any]")
 
 
@@ -75,12 +76,24 @@ def idempotent(
         def guard(event: Any, _context: object) -> IdempotencyGuard:  # made in Invocation(context): its context
             return IdempotencyGuard(event, store=resolved_store, config=config, clock=clock, key_prefix=key_prefix)
 
-        def arguments(event: Any, context: object) -> tuple[Any, object]:
+        def bind(event: Any, context: object) -> tuple[Any, object]:
             return event, context
 
         # The call bound once to (event, context), passed on positionally as Powertools does (whatever the
         # handler names them); a call that does not fit fails naming the handler, as calling it would.
-        functools.update_wrapper(arguments, handler, assigned=("__name__", "__qualname__"), updated=())
+        functools.update_wrapper(bind, handler, assigned=("__name__", "__qualname__"), updated=())
+
+        def arguments(*args: Any, **kwargs: Any) -> tuple[Any, object]:
+            if len(args) > _HANDLER_ARITY:  # a method's self comes first: it would be taken for the event
+                message = (
+                    f"{handler.__qualname__}() is called as handler(event, context) under @idempotent, but "
+                    f"{len(args)} positional arguments were given. On a method, self counts as one: "
+                    "@idempotent decorates a plain handler function; on a method use "
+                    "@idempotent_function(data_keyword_argument=...)"
+                )
+                raise TypeError(message)
+            return bind(*args, **kwargs)
+
         return _guarded(handler, guard, lambda _event, context: Invocation(context), arguments)  # type: ignore[return-value]
 
     return decorate

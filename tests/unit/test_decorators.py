@@ -80,6 +80,21 @@ def test_a_handler_called_without_its_context_fails_naming_it_and_runs_nothing(f
     assert list(store.scan()) == []
 
 
+def test_a_method_under_idempotent_fails_naming_self_and_runs_nothing(face):
+    # Called on an instance, the method gets (self, event, context): self would be taken for the event.
+    store, calls = InMemoryPersistenceLayer(), []
+
+    class Handlers:
+        def handler(self, event, context):
+            calls.append((event, context))
+
+    Handlers.handler = idempotent(store=store)(face.define(Handlers.handler))
+    with pytest.raises(TypeError, match=r"Handlers\.handler\(\) is called as handler\(event, context\).*self counts"):
+        face.call(Handlers().handler, EVENT, None)
+    assert calls == []
+    assert list(store.scan()) == []
+
+
 def test_failed_handler_can_run_again(face):
     store, calls = InMemoryPersistenceLayer(), []
 
