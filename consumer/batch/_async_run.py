@@ -140,19 +140,21 @@ class AsyncBatchRun(BatchRun):
 
     async def _work(self, number: int) -> None:
         queue = self._queue
-        while queue:
-            if not self._hiring and len(self._workers) < self.settings.max_workers:
-                # Runs on the loop's next turn, which comes only once this worker's record suspends: records
-                # that never suspend are all run by one worker, with no task per record to pay for.
-                self._hiring = True
-                asyncio.get_running_loop().call_soon(self._hire)
-            group = queue.popleft()
-            self._unstarted, self._busy = self._unstarted - 1, self._busy + 1
-            try:
+        # Busy for its whole life: between two groups it never suspends, so no other task sees it idle.
+        self._busy += 1
+        try:
+            while queue:
+                if not self._hiring and len(self._workers) < self.settings.max_workers:
+                    # Runs on the loop's next turn, which comes only once this worker's record suspends: records
+                    # that never suspend are all run by one worker, with no task per record to pay for.
+                    self._hiring = True
+                    asyncio.get_running_loop().call_soon(self._hire)
+                group = queue.popleft()
+                self._unstarted -= 1
                 for item in group:
                     await self._arun_item(item, number)
-            finally:
-                self._busy -= 1
+        finally:
+            self._busy -= 1
 
     async def _arun_item(self, item: Item, number: int) -> None:
         retried: set[str] | None = None  # the leases of this batch's records it tried again after (on a conflict)
