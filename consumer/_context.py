@@ -58,13 +58,16 @@ _current: contextvars.ContextVar[tuple[LambdaContext | None] | None] = contextva
 # The invocations running in this process, for threads that did not copy the invocation's contextvars
 # (a plain threading.Thread). Lambda runs one invocation per process at a time; with several at once
 # (a test runner, a local server) nobody can tell which one a bare thread belongs to, so none is used.
-_running: list[LambdaContext | None] = []
-_running_lock = threading.Lock()
+# Keyed by the Invocation, in the order they opened: each open and close is one dict operation, atomic under the
+# GIL, so opening and closing one takes no lock; a reader copies the values in one operation.
+_running: dict[Invocation, LambdaContext | None] = {}
 # The context registered Powertools' way (config.register_lambda_context): one for the process, replaced by each
 # call, never stacked, and never closed by its caller. It counts only while it is the context of the invocation that
-# started last (_latest) and its deadline has not passed: a warm container's next invocation never sees the last one's.
+# started last (_latest, one slot: each write replaces it whole) and its deadline has not passed: a warm container's
+# next invocation never sees the last one's. The lock keeps a registration and its check-and-drop apart.
 _registered: list[LambdaContext] = []
-_latest: list[LambdaContext] = []
+_latest: list[LambdaContext | None] = [None]
+_registered_lock = threading.Lock()
 _guard: contextvars.ContextVar[IdempotencyGuard | None] = contextvars.ContextVar(
     "idempotent_consumer_guard", default=None
 )
@@ -77,31 +80,26 @@ class Invocation:
     Returned by :func:`register_lambda_context`; the batch processor and the decorators open one per call.
     """
 
-    __slots__ = ("_closed", "_context", "_token")
+    __slots__ = ("_closed", "_token")
 
     def __init__(self, context: LambdaContext | None) -> None:
         """Register ``context`` for the current thread (and the threads and tasks it starts) now.
 
         A durable function's context registers the Lambda context it carries (:func:`lambda_context_of`).
         """
-        self._context = context = lambda_context_of(context)
+        context = lambda_context_of(context)
         self._token = _current.set((context,))
         self._closed = False
-        with _running_lock:
-            _running.append(context)
-            if context is not None:
-                _latest[:] = [context]
+        _running[self] = context
+        if context is not None:
+            _latest[0] = context
 
     def close(self) -> None:
         """Unregister the context: guards made afterwards no longer see it. Idempotent."""
         if self._closed:
             return
         self._closed = True
-        with _running_lock:
-            for index, running in enumerate(_running):
-                if running is self._context:
-                    del _running[index]
-                    break
+        _running.pop(self, None)
         try:
             _current.reset(self._token)
         except ValueError:  # closed from another context than the one that opened it: clear it there
@@ -143,10 +141,11 @@ def current_lambda_context() -> LambdaContext | None:
     registered = _current.get()
     if registered is not None:
         return registered[0]
-    with _running_lock:
-        if _running:
-            first = _running[0]
-            return first if all(_same_invocation(first, other) for other in _running) else None
+    running = list(_running.values())  # one copy, atomic: other threads may open and close meanwhile
+    if running:
+        first = running[0]
+        return first if all(_same_invocation(first, other) for other in running) else None
+    with _registered_lock:
         return _registered_context()
 
 
@@ -163,18 +162,18 @@ def register_invocation_context(context: LambdaContext | None) -> None:
     ``None`` unregisters it. A durable function's context registers the Lambda context it carries.
     """
     context = lambda_context_of(context)
-    with _running_lock:
+    with _registered_lock:
         _registered[:] = [] if context is None else [context]
         if context is not None:
-            _latest[:] = [context]
+            _latest[0] = context
 
 
 def _registered_context() -> LambdaContext | None:
     """The context registered Powertools' way, while it is still the current invocation's (lock held)."""
     if not _registered:
         return None
-    context = _registered[0]
-    if _latest and not _same_invocation(context, _latest[0]):
+    context, latest = _registered[0], _latest[0]
+    if latest is not None and not _same_invocation(context, latest):
         del _registered[:]  # a later invocation has started: this one is over
         return None
     remaining_time = getattr(context, "get_remaining_time_in_millis", None)

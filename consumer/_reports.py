@@ -250,11 +250,19 @@ def idempotency_disabled() -> bool:
     warning: a typo must not switch off the one protection against double charges. While idempotency is off, a
     warning says so once per process: every delivery of a record runs its body again.
     """
-    variable = DISABLED_VARIABLE
-    value = os.environ.get(variable, "").strip().lower()
+    # Read on every call (a test sets the variables between invocations); an unset one is the common case, where
+    # os.environ raises KeyError inside itself: caught here once, not a second time by Mapping.get.
+    environ, variable = os.environ, DISABLED_VARIABLE
+    try:
+        value = environ[variable].strip().lower()
+    except KeyError:
+        value = ""
     if not value:
         variable = POWERTOOLS_DISABLED_VARIABLE
-        value = os.environ.get(variable, "").strip().lower()
+        try:
+            value = environ[variable].strip().lower()
+        except KeyError:
+            value = ""
     if value in _FALSE:
         return False
     if value in _TRUE:

@@ -60,13 +60,15 @@ SUCCEEDED = frozenset(outcome for outcome in Outcome if outcome.succeeded)
 #: Each outcome with the summary field that counts it, read once: ``member.value`` is a Python-level property call.
 _COUNTED = tuple((outcome, outcome.value) for outcome in Outcome)
 _UNCOUNTED = dict.fromkeys((*Outcome, None), 0)  # None: a record left undecided
+#: Members read once, by plain names: on Python 3.11 a member read off its class is a property call.
+_FAILED, _UNGUARDED, _KAFKA = Outcome.FAILED, Outcome.UNGUARDED, EventType.KAFKA
 
 
 class Tally:
     """What a batch's records came to, counted once every outcome is decided: the :class:`BatchSummary` is built
     from these counts when it is first read (a log line, metrics, ``processor.summary``), not with every batch."""  # noqa: D205, D209 - one sentence
 
-    __slots__ = ("_built", "_counts", "_duration_ms", "event_type", "lock_lost", "records")
+    __slots__ = ("_built", "_counts", "_duration_ms", "event_type", "lock_lost", "records", "unguarded")
 
     def __init__(self, event_type: str, items: list[Item], duration_ms: float) -> None:
         """Count ``items`` of the source named ``event_type`` by outcome now (what a hook does to an item later
@@ -77,16 +79,12 @@ class Tally:
         self._counts = counts
         self.event_type = event_type
         self.records = len(items)
+        self.unguarded = counts[_UNGUARDED]  # how many records ran without an idempotency key
         self.lock_lost = 0  # of the failed: their commit was refused, another invocation took the record over
-        if counts[Outcome.FAILED]:
-            self.lock_lost = sum(1 for i in items if i.outcome is Outcome.FAILED and isinstance(i.error, LockLostError))
+        if counts[_FAILED]:
+            self.lock_lost = sum(1 for i in items if i.outcome is _FAILED and isinstance(i.error, LockLostError))
         self._duration_ms = duration_ms
         self._built: BatchSummary | None = None
-
-    @property
-    def unguarded(self) -> int:
-        """How many records ran without an idempotency key."""
-        return self._counts[Outcome.UNGUARDED]
 
     @property
     def summary(self) -> BatchSummary:
@@ -105,7 +103,7 @@ class Tally:
 def records_of(event: BatchEvent, event_type: EventType) -> list[Any]:
     """The event's records; an event without them (none at all included: Lambda never sends an empty batch) is
     refused with the words Powertools' ``UnexpectedBatchTypeError`` starts with."""  # noqa: D205, D209 - one sentence
-    if event_type is EventType.KAFKA:
+    if event_type is _KAFKA:
         from consumer.sources._kafka import kafka_records  # noqa: PLC0415 - with the first Kafka batch: SQS never needs it
 
         try:
@@ -148,7 +146,7 @@ def refuse_kafka_without_cluster(
     Raises:
         UnexpectedBatchTypeError: A Kafka record without its cluster, under the default key.
     """
-    if event_type is not EventType.KAFKA or (config is not None and (config.event_key_jmespath or config.key_header)):
+    if event_type is not _KAFKA or (config is not None and (config.event_key_jmespath or config.key_header)):
         return records
     for index, raw in enumerate(records):
         if isinstance(raw, dict) and not (raw.get("eventSourceArn") or raw.get("bootstrapServers")):

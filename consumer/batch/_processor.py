@@ -8,6 +8,7 @@ import functools
 import logging
 import threading
 import time
+import weakref
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from consumer._context import lambda_context_of, system_clock
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
     from consumer._context import Clock, LambdaContext
+    from consumer._handlers import HandlerShape
     from consumer.batch._event import BatchEvent
     from consumer.batch._report import OutcomeHook
     from consumer.config import IdempotencyConfig
@@ -156,6 +158,8 @@ class _Processor(Generic[RecordT]):
             f"idempotent_consumer_call_{id(self)}", default=()
         )
         self._warned_unguarded = False
+        # The last record handler's shape, while that handler lives: a warm invocation passes the same one again.
+        self._last_shape: tuple[weakref.ref[Callable[..., Any]], HandlerShape] | None = None
 
     @property
     def summary(self) -> BatchSummary | None:
@@ -273,7 +277,7 @@ class _Processor(Generic[RecordT]):
         started = time.perf_counter()
         self._keep(None)  # an invocation that raises leaves no summary of an earlier batch behind
         record_handler = call.handler
-        shape = handler_shape(record_handler, async_ok=async_ok)
+        shape = self._shape(record_handler, async_ok=async_ok)
         if shape.guard_passing == OWN:
             refuse_dropped_config(self._settings.config, record_handler)
         if self._settings.store is None and shape.guard_passing != OWN and not self._warned_unguarded:
@@ -293,6 +297,18 @@ class _Processor(Generic[RecordT]):
         settings = self._settings.for_source(event_type)  # an SQS processor's FIFO queue, say
         # A durable function's context: the Lambda context it carries sets the deadline.
         return run(settings, record_handler, shape.guard_passing, lambda_context_of(call.context), items), started
+
+    def _shape(self, handler: Callable[..., Any], *, async_ok: bool) -> HandlerShape:
+        """``handler``'s shape: the last handler's, kept here, or :func:`handler_shape`'s (which remembers it too)."""
+        last = self._last_shape
+        if last is not None and last[0]() is handler:
+            return last[1]
+        shape = handler_shape(handler, async_ok=async_ok)
+        try:
+            self._last_shape = (weakref.ref(handler), shape)
+        except TypeError:  # not weakly referenceable: handler_shape inspects it on every batch
+            self._last_shape = None
+        return shape
 
     def _report(
         self,
@@ -327,6 +343,8 @@ class _Processor(Generic[RecordT]):
         failures = [i for i in items if i.outcome not in SUCCEEDED]
         response: PartialBatchResponse = {
             "batchItemFailures": [{"itemIdentifier": failure_identifier(i.record, i.item_id)} for i in failures]
+            if failures
+            else []
         }
         error = None
         if failures and len(failures) == len(items) and self.raise_on_entire_batch_failure:

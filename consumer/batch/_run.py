@@ -86,6 +86,7 @@ class RunSettings:
 #: The outcomes of a record that ran, by plain names for the per-record path: on Python 3.11 a member read off its
 #: class (``Outcome.PROCESSED``) costs several times a global's read.
 _PROCESSED, _UNGUARDED = Outcome.PROCESSED, Outcome.UNGUARDED
+_SOURCE_NAMES = {event_type: event_type.value for event_type in EventType}
 
 #: The pool whose worker the current thread is, if any: a batch run in it must not wait for a pool's workers.
 _worker = threading.local()
@@ -137,7 +138,7 @@ class BatchRun:
         self.items = items
         self.pool: ThreadPoolExecutor | None = None
         self._disabled = idempotency_disabled()
-        self.source: str = settings.event_type.value  # the source's name (logs, summary), read once: a property call
+        self.source: str = _SOURCE_NAMES[settings.event_type]  # the source's name (logs, summary); .value is a call
         self._stopped = False
         self._failed_groups: set[str] = set()
         self._lock = threading.Lock()

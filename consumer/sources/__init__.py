@@ -249,19 +249,16 @@ if TYPE_CHECKING:  # the event types of each record class (an alias of a member 
     KafkaEventType: TypeAlias = Literal[EventType.KAFKA, EventType.Kafka]
 
 
+_SQS, _SQS_FIFO = EventType.SQS, EventType.SQS_FIFO  # read once: a member read off its class is a call on 3.11
+_SQS_TYPES = (_SQS, _SQS_FIFO)
+
+
 def resolve_event_type(event_type: EventType, records: list[Any]) -> EventType:
     """``SQS`` becomes ``SQS_FIFO`` when the records come from a ``.fifo`` queue."""
     first = records[0] if records else None
-    if (
-        event_type is EventType.SQS
-        and isinstance(first, dict)
-        and str(first.get("eventSourceARN", "")).endswith(".fifo")
-    ):
-        return EventType.SQS_FIFO
+    if event_type is _SQS and isinstance(first, dict) and str(first.get("eventSourceARN", "")).endswith(".fifo"):
+        return _SQS_FIFO
     return event_type
-
-
-_SQS_TYPES = (EventType.SQS, EventType.SQS_FIFO)  # read once: a member read off its class is a call on 3.11
 
 
 def parse_record(event_type: EventType, raw: Mapping[str, Any]) -> Record:

@@ -3,6 +3,7 @@ built only when read, the same for the sync and the async processor."""
 
 from __future__ import annotations
 
+import gc
 import logging
 
 import pytest
@@ -63,3 +64,68 @@ def test_the_summary_line_is_written_exactly_when_its_level_is_on(face, caplog, 
     face.process(EVENT, handler, processor, FakeContext())  # a failure: the WARNING line, whatever INFO is
     lines = [r for r in caplog.records if r.getMessage().startswith("batch processed: 3")]
     assert [r.levelno for r in lines] == [logging.WARNING]
+
+
+def test_one_processor_gives_each_handler_what_it_asks_for_whatever_ran_before(face):
+    # The processor keeps the last handler's shape for the next batch: a different handler is inspected afresh.
+    processor = face.processor(EventType.SQS, store=InMemoryPersistenceLayer())
+    seen: list[object] = []
+
+    def plain(record):
+        seen.append(record.message_id)
+
+    def with_guard(record, guard):
+        seen.append(guard.key is not None)
+
+    for index, record_handler in enumerate((plain, with_guard, plain, with_guard)):
+        response = face.process(sqs_event(sqs_record(f"m-{index}", index)), record_handler, processor, FakeContext())
+        assert failures(response) == []
+    assert seen == ["m-0", True, "m-2", True]
+
+
+def test_a_handler_made_anew_for_each_batch_is_inspected_anew(face):
+    # A handler that is gone may leave its address to the next one: the kept shape is the last handler's only while
+    # that handler lives.
+    processor = face.processor(EventType.SQS, store=InMemoryPersistenceLayer())
+    seen: list[object] = []
+    for index in range(6):
+        if index % 2:
+
+            def record_handler(record, guard):
+                seen.append(guard.key is not None)
+
+        else:
+
+            def record_handler(record):
+                seen.append(record.message_id)
+
+        face.process(sqs_event(sqs_record(f"m-{index}", index)), record_handler, processor, FakeContext())
+        del record_handler
+        gc.collect()
+    assert seen == ["m-0", True, "m-2", True, "m-4", True]
+
+
+@pytest.mark.parametrize(
+    ("variables", "guarded"),
+    [
+        ({"IDEMPOTENCY_DISABLED": "1"}, False),
+        ({"IDEMPOTENCY_DISABLED": "0"}, True),
+        ({"POWERTOOLS_IDEMPOTENCY_DISABLED": "true"}, False),
+        ({"IDEMPOTENCY_DISABLED": "off", "POWERTOOLS_IDEMPOTENCY_DISABLED": "on"}, True),  # ours decides
+        ({"IDEMPOTENCY_DISABLED": "", "POWERTOOLS_IDEMPOTENCY_DISABLED": "yes"}, False),  # ours empty: theirs
+        ({}, True),
+    ],
+)
+def test_the_disable_switch_set_between_two_invocations_decides_the_next_one(face, monkeypatch, variables, guarded):
+    # Read once per invocation, never kept across invocations: a test sets it between two batches of one processor.
+    monkeypatch.setenv("IDEMPOTENCY_DISABLED", "1")
+    store = InMemoryPersistenceLayer()
+    processor = face.processor(EventType.SQS, store=store)
+    face.process(sqs_event(sqs_record("m-0", 0)), handler, processor, FakeContext())
+    if "IDEMPOTENCY_DISABLED" not in variables:
+        monkeypatch.delenv("IDEMPOTENCY_DISABLED")
+    for name, value in variables.items():  # IDEMPOTENCY_DISABLED changes in place: os.environ keeps its size
+        monkeypatch.setenv(name, value)
+    face.process(sqs_event(sqs_record("m-1", 1)), handler, processor, FakeContext())
+    assert (processor.summary.processed, processor.summary.unguarded) == ((1, 0) if guarded else (0, 1))
+    assert len(list(store.scan())) == (1 if guarded else 0)

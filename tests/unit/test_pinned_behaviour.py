@@ -3,6 +3,7 @@ every other test let through (found by ``make mutation``). Names say what is pin
 
 from __future__ import annotations
 
+import contextvars
 import gc
 import hashlib
 import logging
@@ -956,3 +957,18 @@ def test_a_record_whose_plain_form_cannot_be_built_is_a_key_error_saying_so():
     with pytest.raises(IdempotencyKeyError) as caught:
         make_key(ExplodingModel(), IdempotencyConfig())
     assert str(caught.value) == "the record's plain form cannot be built: ArithmeticError('no dump')"
+
+
+def test_invocations_closed_in_any_order_leave_the_others_registered():
+    context, other = FakeContext(aws_request_id="r-1"), FakeContext(aws_request_id="r-2")
+
+    def open_and_close():  # in a copy of the test's context: closing out of order leaves its variable behind
+        first, second, third = (register_lambda_context(c) for c in (context, context, other))
+        first.close()  # not the last one opened: the other two stay, two invocations a bare thread cannot tell apart
+        assert _seen_by_a_plain_thread() is None
+        third.close()
+        assert _seen_by_a_plain_thread() is context
+        second.close()
+        assert _seen_by_a_plain_thread() is None
+
+    contextvars.copy_context().run(open_and_close)

@@ -29,7 +29,7 @@ from persistence import InMemoryPersistenceLayer
 def _no_registered_context():
     yield
     context_module.register_invocation_context(None)
-    context_module._latest.clear()
+    context_module._latest[0] = None
 
 
 class Normalising(functions.Functions):

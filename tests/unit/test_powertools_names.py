@@ -48,7 +48,7 @@ EVENT = {"id": "e-1", "detail-type": "OrderPlaced", "source": "shop", "detail": 
 def _no_registered_context():
     yield
     context_module.register_invocation_context(None)
-    context_module._latest.clear()
+    context_module._latest[0] = None
 
 
 # -- persistence_store= ------------------------------------------------------------------------------------------
@@ -129,7 +129,7 @@ def test_on_a_warm_container_each_invocation_replaces_the_last_ones_context():
     assert lock_deadline(config) == 900_000
     config.register_lambda_context(second)  # the next invocation, 15 minutes of timeout no longer left
     assert lock_deadline(config) == 3_000
-    assert context_module._running == []  # nothing piles up, nothing to close
+    assert not context_module._running  # nothing piles up, nothing to close
     seen = []
     thread = threading.Thread(target=lambda: seen.append(current_lambda_context()))  # a plain thread sees it too
     thread.start()
