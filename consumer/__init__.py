@@ -60,7 +60,6 @@ from consumer.batch import (
     BatchEventError,
     BatchProcessingError,
     BatchProcessor,
-    BatchSummary,
     PartialBatchResponse,
     SqsFifoPartialProcessor,
     UnexpectedBatchTypeError,
@@ -71,7 +70,7 @@ from consumer.config import IdempotencyConfig, ResponseHook
 from consumer.guard import IdempotencyGuard
 from consumer.keys import DEFAULT_KEY_EXPRESSIONS, make_key
 from consumer.observability import Item, Outcome
-from consumer.sources import DynamoDBStreamRecord, EventType, KinesisRecord, SQSRecord
+from consumer.sources import EventType, SQSRecord
 from persistence import (
     IdempotencyError,
     ItemTooLargeError,
@@ -84,16 +83,21 @@ from persistence._shadowing import imported_on_first_use
 if TYPE_CHECKING:
     from consumer.batch._async_batch import AsyncBatchProcessor, async_process_partial_response
     from consumer.batch._decorators import async_batch_processor, batch_processor
+    from consumer.batch._summary import BatchSummary
     from consumer.decorators import idempotent, idempotent_function
     from consumer.observability.metrics import Metrics
     from consumer.powertools import PowertoolsCutover
     from consumer.sources._kafka import KafkaHeaders, KafkaRecord
+    from consumer.sources._streams import DynamoDBStreamRecord, KinesisRecord
 
 #: Public names whose modules are imported when a name is first used, not with the package (PEP 562): a batch
-#: function's cold start does not pay for the async processor, the Powertools cut-over, Kafka's records, Powertools'
-#: older batch decorators, the decorators of single functions, nor the metrics' configuration (EMF metrics are off by
-#: default: ``consumer.observability`` imports that module only when a processor turns them on).
+#: function's cold start does not pay for the async processor, the Powertools cut-over, the stream and Kafka records,
+#: Powertools' older batch decorators, the decorators of single functions, nor the metrics' configuration (EMF
+#: metrics are off by default: ``consumer.observability`` imports that module only when a processor turns them on).
 _IMPORTED_ON_FIRST_USE = {
+    "BatchSummary": "consumer.batch._summary",
+    "KinesisRecord": "consumer.sources._streams",
+    "DynamoDBStreamRecord": "consumer.sources._streams",
     "KafkaHeaders": "consumer.sources._kafka",
     "KafkaRecord": "consumer.sources._kafka",
     "AsyncBatchProcessor": "consumer.batch._async_batch",

@@ -42,7 +42,7 @@ DECODING = frozenset(
     )
 )
 _CHUNK = 4096  # gzip input fed per call: after each member its unread rest is copied, so many tiny members stay cheap
-_NOT_ZERO = re.compile(rb"[^\x00]")
+_NOT_ZERO = rb"[^\x00]"  # compiled with its first use (re keeps it), not with every cold start
 _SHARED = "per record, all of the expression's calls together"
 
 
@@ -136,7 +136,7 @@ def inflate(data: bytes, budget: Budget, function: str) -> bytes:
                 )
                 raise DecodeLimitError(msg, function=function, limit=budget.limit)
             at += len(chunk) - len(inflater.unused_data)
-        after = _NOT_ZERO.search(data, at)  # zero bytes may pad members apart, as gzip.decompress allows
+        after = re.compile(_NOT_ZERO).search(data, at)  # zero bytes may pad members apart, as gzip.decompress allows
         at = len(view) if after is None else after.start()
     budget.inflated -= len(out)
     return bytes(out)

@@ -9,7 +9,6 @@ redelivery may run).
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import io
 import sys
@@ -47,17 +46,18 @@ def unrun_parts(value: Any, depth: int = 0, seen: set[int] | None = None) -> lis
     """Work not yet done inside a result: awaitables, iterators (``map``, generators), async iterators, Futures.
 
     Containers are searched, and so is what a dataclass or a Pydantic model stores: a dataclass's fields, a model's
-    fields and extra values (pydantic is not imported when nobody has). Only called once a result
-    failed to encode (plain data never holds these), so it costs nothing otherwise.
+    fields and extra values (pydantic and concurrent.futures are not imported when nobody has). Only called once a
+    result failed to encode (plain data never holds these), so it costs nothing otherwise.
     """
     t = type(value)
     if (t in PLAIN_RESULTS and t not in (dict, list, tuple)) or depth > _MAX_SEARCH_DEPTH:
         return []
+    futures = sys.modules.get("concurrent.futures")  # no Future exists while nobody has imported it
     if (
         hasattr(t, "__await__")
         or hasattr(t, "__anext__")
         or (hasattr(t, "__next__") and not isinstance(value, io.IOBase))
-        or isinstance(value, concurrent.futures.Future)
+        or (futures is not None and isinstance(value, futures.Future))
     ):
         return [value]
     seen = set() if seen is None else seen

@@ -12,6 +12,7 @@ import math
 import re
 import threading
 import uuid
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -23,9 +24,9 @@ _TAG = "__ic__"  # the one reserved key: {"__ic__": tag, "v": payload} stands fo
 _MAX_DEPTH = 256  # deeper results are refused, so that whatever is stored can be read back
 _FAST_DEPTH = 32  # the plain-JSON check leaves deeper (or cyclic) values to the full walk
 _MAX_DIGITS = 4300  # int's own str() limit, applied to integral Decimals such as Decimal("1E+999999999")
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
+_SURROGATE = r"[\ud800-\udfff]"  # patterns: compiled with their first use (re keeps them), not at import
 _ATOMS = frozenset({str, int, bool, type(None)})
-_PIECES = re.compile(r"[\ud800-\udfff]|[^\ud800-\udfff]+")
+_PIECES = r"[\ud800-\udfff]|[^\ud800-\udfff]+"
 _encode_str: Callable[[str], str] = json.encoder.encode_basestring
 
 
@@ -84,13 +85,10 @@ class BinaryKey(bytes):
     __slots__ = ()
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class OwnIdKey:
-    """A record's own id keying it in place of the producer's key it lacks (``key_header``): keyed as
-    ``{"__ic__": "own-id", "v": <the id>}``, which no header value keys alike (a text, bytes, or a payload, whose
-    own reserved key is escaped), so a producer cannot claim a header-less record's key by sending its id."""  # noqa: D205, D209
-
-    id: Any
+class OwnIdKey(SimpleNamespace):
+    """A record's own id keying it in place of the producer's key it lacks (``key_header``): ``OwnIdKey(id=...)``,
+    keyed as ``{"__ic__": "own-id", "v": <the id>}``, which no header value keys alike (a text, bytes, or a payload,
+    whose own reserved key is escaped), so a producer cannot claim a header-less record's key by sending its id."""  # noqa: D205, D209
 
 
 def _utf8(text: str) -> bool:
@@ -128,7 +126,7 @@ def canonical_json(value: Any) -> str:
         except RecursionError as e:
             raise ValueError("the value is nested too deeply") from e
     if not text.isascii() and not _utf8(text):
-        text = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+        text = re.sub(_SURROGATE, lambda m: f"\\u{ord(m.group()):04x}", text)
     return text
 
 
@@ -249,8 +247,8 @@ def encode_result(value: Any) -> str:
 
 def _tagged(value: Any, active: set[int]) -> Any:
     t = type(value)
-    if t is str and not value.isascii() and _SURROGATE.search(value):
-        return {_TAG: "str", "v": [ord(p) if _SURROGATE.match(p) else p for p in _PIECES.findall(value)]}
+    if t is str and not value.isascii() and re.search(_SURROGATE, value):
+        return {_TAG: "str", "v": [ord(p) if re.match(_SURROGATE, p) else p for p in re.findall(_PIECES, value)]}
     if t is str or t is int or t is bool or value is None:
         return value
     if t is float:

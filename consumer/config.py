@@ -14,7 +14,7 @@ import logging
 import operator
 import os
 import threading
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 import jmespath.exceptions
@@ -23,6 +23,7 @@ from consumer._context import register_invocation_context
 from consumer._errors import IdempotencyConfigError
 from consumer._jmespath import DEFAULT_MAX_DECODED_BYTES, compile_expression, options, undefined_function
 from persistence._cache import LocalCache, LocalCaches
+from persistence._fields import ByFields
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -46,8 +47,8 @@ class ResponseHook(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True, repr=False, eq=False)
-class IdempotencyConfig:
+@dataclass(frozen=True, slots=True, repr=False, eq=False)  # shown, compared, hashed: ByFields
+class IdempotencyConfig(ByFields):
     """How records are keyed, how long they count and how locks expire. Validated on construction.
 
     Attributes:
@@ -104,7 +105,7 @@ class IdempotencyConfig:
             not kept on the config, so a copy made later with :func:`dataclasses.replace` registers nothing).
         prefix: The key prefix in force (derived: ``key_prefix``, else the function name, else ``"local"``).
 
-    Shown, compared and hashed by its fields as a dataclass is, by methods written once below rather than
+    Shown, compared and hashed by its fields as a dataclass is, by methods written once (``ByFields``) rather than
     generated: a dataclass compiles the methods it generates when its module is imported, on every cold start.
 
     Examples:
@@ -179,24 +180,6 @@ class IdempotencyConfig:
                 "define it in your custom_functions (every record would fail)",
             )
         return given
-
-    def _compared(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, f.name) for f in fields(self) if f.compare)
-
-    def __eq__(self, other: object) -> bool:
-        """Equal to a config of the same class with equal fields (what it compiles from them aside)."""
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return self._compared() == other._compared()
-
-    def __hash__(self) -> int:
-        """The hash of the fields it is compared by."""
-        return hash(self._compared())
-
-    def __repr__(self) -> str:
-        """``IdempotencyConfig(event_key_jmespath=..., ...)``: its fields, as a dataclass shows them."""
-        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.repr)
-        return f"{type(self).__qualname__}({shown})"
 
     def register_lambda_context(self, lambda_context: LambdaContext | None) -> None:
         """Powertools' name for registering this invocation's Lambda context; call it first in each invocation.

@@ -325,7 +325,7 @@ def key_selection(data: Any, config: IdempotencyConfig) -> tuple[Any, bool]:
         # No producer key on this record: its own id still keys it, so a redelivery replays rather than runs again.
         own_id = default_key_expression(data)
         found = None if own_id is None else select(own_id, data, "the record's own id", config)
-        return (None if is_missing(found) else OwnIdKey(found)), True
+        return (None if is_missing(found) else OwnIdKey(id=found)), True
     return selection, False
 
 

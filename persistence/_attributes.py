@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from persistence._errors import ItemTooLargeError
+from persistence._fields import ByFields
 
 if TYPE_CHECKING:
     from persistence._record import IdempotencyRecord
@@ -14,8 +15,8 @@ if TYPE_CHECKING:
 MAX_ITEM_BYTES = 400 * 1024
 
 
-@dataclass(frozen=True, slots=True)
-class AttributeNames:
+@dataclass(frozen=True, slots=True, repr=False, eq=False)  # shown, compared, hashed: ByFields
+class AttributeNames(ByFields):
     """Names of the stored attributes. The defaults match Powertools' table layout.
 
     Attributes:

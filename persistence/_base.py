@@ -197,7 +197,7 @@ class ConditionalStore:
 
 
 _STORED_STATUSES = {status.value: status for status in (RecordStatus.IN_PROGRESS, RecordStatus.COMPLETE)}
-_INTEGER = re.compile(r"-?[0-9]+")
+_INTEGER = r"-?[0-9]+"  # compiled with its first use (re keeps it), not with every cold start
 
 
 def _missing(name: str) -> ValueError:
@@ -216,7 +216,7 @@ def _integer(name: str, value: object) -> int:
     # DynamoDB hands a number over as its decimal text, SQLite as an int; a bool is an int to Python: refused.
     if isinstance(value, int) and not isinstance(value, bool):
         return value
-    if isinstance(value, str) and _INTEGER.fullmatch(value):
+    if isinstance(value, str) and re.fullmatch(_INTEGER, value):
         return int(value)
     raise _missing(name) if value is None else TypeError(f"{name} is not a whole number: {value!r}")
 

@@ -7,6 +7,8 @@ import datetime as dt
 import enum
 import os
 
+from persistence._fields import ByFields
+
 MS_PER_SECOND = 1000
 
 
@@ -32,8 +34,8 @@ def new_lease() -> str:
     return os.urandom(16).hex()
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class IdempotencyRecord:
+@dataclasses.dataclass(frozen=True, slots=True, repr=False, eq=False)  # shown, compared, hashed: ByFields
+class IdempotencyRecord(ByFields):
     """One key's state in the store.
 
     Attributes:

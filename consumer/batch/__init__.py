@@ -2,8 +2,9 @@
 
 The batch wing owns the processors (this module, and the async one in ``_async_batch``), the run over one batch
 (scheduling, ordering, failure propagation, the deadline: ``_run``, ``_async_run``), records of one batch sharing
-a key (``_holders``), the event and the response (``_event``), the report once the batch ran (``_report``), a
-record parsed into the processor's ``model`` (``_record_model``) and Powertools' older decorators (``_decorators``).
+a key (``_holders``), the event and the response (``_event``), the summary, made when first read (``_summary``), the
+report once the batch ran (``_report``), a record parsed into the processor's ``model`` (``_record_model``) and
+Powertools' older decorators (``_decorators``).
 It may import the core, ``persistence``, and the public faces of the sources wing (records, ids, ordering keys)
 and the observability wing (outcomes, logs, metrics). No wing imports it: only ``consumer``'s public face does.
 """
@@ -11,12 +12,11 @@ and the observability wing (outcomes, logs, metrics). No wing imports it: only `
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, overload
 
 from consumer._context import Invocation
 from consumer._errors import BatchEventError, BatchProcessingError, UnexpectedBatchTypeError
-from consumer.batch._event import BatchEvent, BatchItemFailure, BatchSummary, PartialBatchResponse
+from consumer.batch._event import BatchEvent, BatchItemFailure, PartialBatchResponse
 from consumer.batch._processor import _Call, _Processor
 from consumer.batch._run import BatchRun
 from consumer.sources import (
@@ -24,12 +24,16 @@ from consumer.sources import (
     RecordT,
 )
 from persistence import is_async_store
+from persistence._shadowing import imported_on_first_use
 
 if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
+
     from typing_extensions import Unpack
 
     from consumer._context import LambdaContext
     from consumer.batch._processor import _Batch
+    from consumer.batch._summary import BatchSummary
     from consumer.batch._types import BatchOptions, RecordHandler
     from consumer.sources import (
         DynamoDBStreamRecord,
@@ -43,6 +47,9 @@ if TYPE_CHECKING:
     )
     from consumer.sources._kafka import KafkaRecord
     from persistence import PersistenceLayer
+
+#: Made when first used (PEP 562): a batch that succeeded with INFO logs off never reads its summary.
+__getattr__, __dir__ = imported_on_first_use(globals(), {"BatchSummary": "consumer.batch._summary"})
 
 __all__ = [  # the types of _batch_event are part of this module's API, as they were defined here
     "BatchEvent",
@@ -232,6 +239,9 @@ class BatchProcessor(_Processor[RecordT]):
         if self._pool is None:
             with self._pool_lock:
                 if self._pool is None:
+                    # concurrent.futures loads with the first pool: a processor of one worker never needs it.
+                    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+
                     self._pool = ThreadPoolExecutor(
                         self._settings.max_workers, thread_name_prefix="idempotent-consumer"
                     )

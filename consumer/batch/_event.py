@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias, TypedDict
 
 from consumer._errors import UnexpectedBatchTypeError
@@ -18,6 +17,7 @@ if TYPE_CHECKING:
 
     from aws_lambda_typing.events import DynamoDBStreamEvent, KinesisStreamEvent, SQSEvent
 
+    from consumer.batch._summary import BatchSummary
     from consumer.config import IdempotencyConfig
     from consumer.sources._kafka import KafkaItemIdentifier
 
@@ -35,23 +35,6 @@ class PartialBatchResponse(TypedDict):
     """What a handler returns with ``FunctionResponseTypes: [ReportBatchItemFailures]``."""
 
     batchItemFailures: list[BatchItemFailure]
-
-
-@dataclass(frozen=True, slots=True)
-class BatchSummary:
-    """What one invocation did with its batch."""
-
-    event_type: str
-    records: int
-    processed: int
-    replayed: int
-    unguarded: int
-    failed: int
-    in_progress: int
-    skipped: int
-    deferred: int
-    duration_ms: float
-    lock_lost: int = 0  # of the failed: their commit was refused, another invocation took the record over
 
 
 #: The outcomes that need no redelivery (:attr:`Outcome.succeeded`), as a set: a membership test per record, not a
@@ -90,6 +73,8 @@ class Tally:
     def summary(self) -> BatchSummary:
         """The counts as the public :class:`BatchSummary` (built on the first read, then kept)."""
         if self._built is None:
+            from consumer.batch._summary import BatchSummary  # noqa: PLC0415 - with the first summary read
+
             self._built = BatchSummary(
                 event_type=self.event_type,
                 records=self.records,

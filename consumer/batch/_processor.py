@@ -16,7 +16,6 @@ from consumer._errors import BatchProcessingError
 from consumer._handlers import LAMBDA_CONTEXT, OWN, handler_shape, refuse_dropped_config
 from consumer.batch._event import (
     SUCCEEDED,
-    BatchSummary,
     PartialBatchResponse,
     Tally,
     checked_records,
@@ -40,6 +39,7 @@ if TYPE_CHECKING:
     from consumer._handlers import HandlerShape
     from consumer.batch._event import BatchEvent
     from consumer.batch._report import OutcomeHook
+    from consumer.batch._summary import BatchSummary
     from consumer.config import IdempotencyConfig
     from consumer.observability import Metrics
     from persistence import AsyncPersistenceLayer, PersistenceLayer

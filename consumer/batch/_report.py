@@ -25,8 +25,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from consumer._context import LambdaContext
-    from consumer.batch._event import BatchSummary, Tally
+    from consumer.batch._event import Tally
     from consumer.batch._run import RunSettings
+    from consumer.batch._summary import BatchSummary
     from consumer.observability import Item, Metrics
 
 #: ``on_outcome(item)``: called once per record with its :class:`~consumer.Item`; what it returns is ignored.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextvars
 import threading
 import types
@@ -168,13 +167,15 @@ class BatchRun:
             for item in self.items:
                 self._run_item(item)
             return
+        from concurrent.futures import wait  # noqa: PLC0415 - loaded with the pool (BatchProcessor._workers)
+
         self._holders = BatchHolders(threading.Event)  # records in threads may meet each other's locks
         groups = self.groups()
         self._unstarted = len(groups)
         futures = [self.pool.submit(contextvars.copy_context().run, self._run_group, g) for g in groups]
         # Every group finishes before anything is raised (a BaseException from a handler): no record may
         # still be running, and commit, after the invocation has ended.
-        concurrent.futures.wait(futures)
+        wait(futures)
         for future in futures:
             future.result()
 

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from consumer._context import LambdaContext
-    from consumer.batch._event import BatchSummary
+    from consumer.batch._summary import BatchSummary
 
 logger = logging.getLogger("idempotent_consumer")
 

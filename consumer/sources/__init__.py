@@ -1,25 +1,25 @@
 """Event sources: their records as typed objects, the id Lambda expects back, and their ordering keys.
 
-The sources wing owns what each source delivers: SQS, Kinesis and DynamoDB Streams here, Kafka's records and
-headers (``_kafka``), the header a key is read from (``_headers``), Powertools-shaped views of Kinesis and stream
-records (``_record_views``), DynamoDB's attribute values (``_attribute_values``) and what a key selection that
-selected nothing says about the record (``_missing_key``). Those modules load with the first record, batch or key
-that needs them; Kafka's names are this module's too (``kafka_records``, ``as_delivered``, ...), loaded on first use,
-so other wings reach them here. It may import the core and ``persistence``, no other wing.
+The sources wing owns what each source delivers: SQS here, Kinesis and DynamoDB Streams records (``_streams``),
+Kafka's records and headers (``_kafka``), the header a key is read from (``_headers``), Powertools-shaped views of
+Kinesis and stream records (``_record_views``), DynamoDB's attribute values (``_attribute_values``) and what a key
+selection that selected nothing says about the record (``_missing_key``). Those modules load with the first record,
+batch or key that needs them; the stream records' and Kafka's names are this module's too (``KinesisRecord``,
+``kafka_records``, ``as_delivered``, ...), loaded on first use, so other wings reach them here. It may import the
+core and ``persistence``, no other wing.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import dataclasses
 import enum
 import json
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar, cast
 
 from consumer._serde import canonical_json
-from consumer.sources._attribute_values import deserialize_item
-from consumer.sources._raw_view import KeyedByRaw
+from consumer.sources._raw_view import KeyedByRaw, StreamRecord
+from persistence._fields import ByFields
+from persistence._shadowing import imported_on_first_use
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -34,21 +34,19 @@ if TYPE_CHECKING:
     from consumer.sources._kafka import as_delivered as as_delivered
     from consumer.sources._kafka import is_kafka_event as is_kafka_event
     from consumer.sources._kafka import kafka_records as kafka_records
-    from consumer.sources._record_views import KinesisPayload, StreamRecordView
+    from consumer.sources._streams import DynamoDBStreamRecord as DynamoDBStreamRecord
+    from consumer.sources._streams import KinesisRecord as KinesisRecord
 
-#: Kafka's names, which load with the first use of one (:mod:`consumer.sources._kafka`): SQS never needs them.
-_KAFKA_NAMES = frozenset(
-    ("KafkaHeaders", "KafkaItemIdentifier", "KafkaRecord", "as_delivered", "is_kafka_event", "kafka_records")
-)
+#: Names whose modules load with the first use of one (PEP 562): SQS never needs the stream or Kafka records.
+_IMPORTED_ON_FIRST_USE = {
+    **dict.fromkeys(("KinesisRecord", "DynamoDBStreamRecord"), "consumer.sources._streams"),
+    **dict.fromkeys(
+        ("KafkaHeaders", "KafkaItemIdentifier", "KafkaRecord", "as_delivered", "is_kafka_event", "kafka_records"),
+        "consumer.sources._kafka",
+    ),
+}
 
-
-def __getattr__(name: str) -> object:
-    """Import :mod:`consumer.sources._kafka` when one of its public names is first used, and return the name."""
-    if name not in _KAFKA_NAMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from consumer.sources import _kafka  # noqa: PLC0415 - with the first Kafka name: SQS never needs it
-
-    return getattr(_kafka, name)
+__getattr__, __dir__ = imported_on_first_use(globals(), _IMPORTED_ON_FIRST_USE)
 
 
 class EventType(str, enum.Enum):
@@ -69,8 +67,8 @@ class EventType(str, enum.Enum):
     Kafka = "kafka"  # noqa: PIE796 - Powertools' name for KAFKA
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class SQSRecord(KeyedByRaw):
+@dataclasses.dataclass(frozen=True, slots=True, repr=False, eq=False)  # shown, compared, hashed: ByFields
+class SQSRecord(KeyedByRaw, ByFields):
     """An SQS message. ``raw`` is the record exactly as Lambda delivered it; ``record["body"]`` reads it too.
 
     Attributes:
@@ -137,105 +135,6 @@ def _new_sqs_record(raw: SQSMessage, message_id: str, body: str, group: str | No
     return record
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class KinesisRecord(KeyedByRaw):
-    """A Kinesis Data Streams record; ``record["kinesis"]`` reads its raw event.
-
-    Attributes:
-        event_id: ``shardId:sequenceNumber``.
-        sequence_number: What ``batchItemFailures`` names; Lambda resumes from the lowest one reported.
-        partition_key: The ordering key.
-    """
-
-    raw: KinesisStreamRecord
-    event_id: str
-    sequence_number: str
-    partition_key: str
-
-    @property
-    def data(self) -> bytes:
-        """The payload, base64-decoded.
-
-        Raises:
-            ValueError: The data is not valid base64 (names the sequence number).
-        """
-        try:
-            return base64.b64decode(self.raw["kinesis"]["data"], validate=True)
-        except (binascii.Error, ValueError) as e:
-            msg = f"Kinesis record {self.sequence_number}: data is not valid base64: {e}"
-            raise ValueError(msg) from e
-
-    @property
-    def text(self) -> str:
-        """The payload as UTF-8 text."""
-        return self.data.decode()
-
-    @property
-    def json_data(self) -> Any:
-        """The payload parsed as JSON."""
-        return json.loads(self.data)
-
-    @property
-    def kinesis(self) -> KinesisPayload:
-        """Powertools' shape of the payload: ``record.kinesis.data_as_text()`` and the like."""
-        from consumer.sources._record_views import KinesisPayload  # noqa: PLC0415 - by the first use: SQS never needs it
-
-        return KinesisPayload(self)
-
-    @classmethod
-    def from_raw(cls, raw: KinesisStreamRecord) -> KinesisRecord:
-        """Wrap a raw Kinesis record."""
-        kinesis = raw["kinesis"]
-        return cls(raw, raw.get("eventID", ""), kinesis["sequenceNumber"], kinesis.get("partitionKey", ""))
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class DynamoDBStreamRecord(KeyedByRaw):
-    """A DynamoDB Streams record, with its images as plain dicts (numbers as ``int`` or ``Decimal``).
-
-    ``record["dynamodb"]`` reads its raw event; ``keys`` is the item's key attributes, not the raw event's names
-    (those are ``record.raw.keys()``).
-
-    Attributes:
-        event_id: The stream record's id.
-        event_name: ``INSERT``, ``MODIFY`` or ``REMOVE``.
-        sequence_number: What ``batchItemFailures`` names.
-        keys: The item's key attributes (the ordering key).
-    """
-
-    raw: DynamodbRecord
-    event_id: str
-    event_name: str
-    sequence_number: str
-    keys: dict[str, Any]  # type: ignore[assignment] # the item's keys (typed attribute); the raw names: raw.keys()
-
-    @property
-    def new_image(self) -> dict[str, Any] | None:
-        """The item after the change, if the stream carries it."""
-        image = self.raw["dynamodb"].get("NewImage")
-        return None if image is None else deserialize_item(image)
-
-    @property
-    def old_image(self) -> dict[str, Any] | None:
-        """The item before the change, if the stream carries it."""
-        image = self.raw["dynamodb"].get("OldImage")
-        return None if image is None else deserialize_item(image)
-
-    @property
-    def dynamodb(self) -> StreamRecordView:
-        """Powertools' shape of the change: ``record.dynamodb.new_image`` and the like (plain values)."""
-        from consumer.sources._record_views import StreamRecordView  # noqa: PLC0415 - by the first use: SQS never needs it
-
-        return StreamRecordView(self)
-
-    @classmethod
-    def from_raw(cls, raw: DynamodbRecord) -> DynamoDBStreamRecord:
-        """Wrap a raw DynamoDB Streams record."""
-        stream = raw["dynamodb"]
-        keys = deserialize_item(stream.get("Keys") or {})
-        return cls(raw, raw.get("eventID", ""), raw.get("eventName", ""), stream["SequenceNumber"], keys)
-
-
 Record: TypeAlias = "SQSRecord | KinesisRecord | DynamoDBStreamRecord | KafkaRecord"
 
 #: The typed record a batch processor hands its record handler: ``BatchProcessor(EventType.SQS, ...)`` is a
@@ -265,12 +164,14 @@ def parse_record(event_type: EventType, raw: Mapping[str, Any]) -> Record:
     """Wrap ``raw`` as the typed record of ``event_type`` (raises ``KeyError``/``TypeError`` when malformed)."""
     if event_type in _SQS_TYPES:
         return SQSRecord.from_raw(raw)  # type: ignore[arg-type]  # an SQS message; no cast(): a call per record
-    if event_type is EventType.KINESIS:
-        return KinesisRecord.from_raw(cast("KinesisStreamRecord", raw))
     if event_type is EventType.KAFKA:
         from consumer.sources._kafka import KafkaRecord  # noqa: PLC0415 - with the first Kafka batch: SQS never needs it
 
         return KafkaRecord.from_raw(raw)
+    from consumer.sources._streams import DynamoDBStreamRecord, KinesisRecord  # noqa: PLC0415 - with the first stream batch
+
+    if event_type is EventType.KINESIS:
+        return KinesisRecord.from_raw(cast("KinesisStreamRecord", raw))
     return DynamoDBStreamRecord.from_raw(cast("DynamodbRecord", raw))
 
 
@@ -281,14 +182,14 @@ def item_identifier(record: Record) -> str:
     """
     if isinstance(record, SQSRecord):
         return record.message_id
-    if isinstance(record, (KinesisRecord, DynamoDBStreamRecord)):
+    if isinstance(record, StreamRecord):
         return record.sequence_number
     return f"{record.topic_partition}@{record.offset}"
 
 
 def failure_identifier(record: Record, item_id: str) -> str | KafkaItemIdentifier:
     """What ``batchItemFailures`` names: ``item_id``, but for a Kafka record an object (partition and offset)."""
-    if isinstance(record, (SQSRecord, KinesisRecord, DynamoDBStreamRecord)):
+    if isinstance(record, (SQSRecord, StreamRecord)):
         return item_id
     return record.item_identifier()
 
@@ -297,10 +198,10 @@ def ordering_key(record: Record) -> str | None:
     """Records sharing this key run one after another, in order; ``None``: no ordering."""
     if isinstance(record, SQSRecord):
         return record.message_group_id
-    if isinstance(record, KinesisRecord):
-        return record.partition_key
-    if isinstance(record, DynamoDBStreamRecord):
-        return canonical_json(record.keys)
+    if isinstance(record, StreamRecord):
+        from consumer.sources._streams import KinesisRecord  # noqa: PLC0415 - loaded: its stream record is here
+
+        return record.partition_key if isinstance(record, KinesisRecord) else canonical_json(record.keys)
     return record.topic_partition
 
 

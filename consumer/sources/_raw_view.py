@@ -84,3 +84,16 @@ class KeyedByRaw(RawEventView):
     def key_data(self) -> Mapping[str, Any]:
         """The record as idempotency keys see it: its raw event, the same on every delivery."""
         return self.raw
+
+
+class StreamRecord(KeyedByRaw):
+    """A record of Kinesis Data Streams or DynamoDB Streams: ``batchItemFailures`` names it by its sequence number.
+
+    Its subclasses live in :mod:`consumer.sources._streams`, which loads with the first stream batch; this base
+    lets the sources' face tell a stream record apart without loading them.
+    """
+
+    __slots__ = ()
+
+    if TYPE_CHECKING:
+        sequence_number: str

@@ -8,6 +8,7 @@ import sys
 
 DEFERRED = (
     "sqlite3",
+    "concurrent.futures",  # a processor of one worker (the default) makes no pool
     "persistence.sqlite",
     "persistence.urls",
     "consumer.cli",
@@ -18,6 +19,9 @@ DEFERRED = (
     "consumer.sources._kafka",
     "consumer.sources._headers",
     "consumer.sources._record_views",
+    "consumer.sources._streams",
+    "consumer.sources._attribute_values",
+    "consumer.batch._summary",
     "consumer.batch._async_batch",
     "consumer.powertools",
     "consumer.decorators",
@@ -51,3 +55,47 @@ def test_a_batch_with_metrics_off_never_imports_the_metrics_module_and_one_with_
     code = "import consumer, consumer.observability as o; assert consumer.Metrics is o.Metrics; print(o.Metrics())"
     shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert shown.startswith("Metrics(namespace='IdempotentConsumer'")
+
+
+def test_the_stream_records_load_with_the_first_stream_batch_or_name_and_an_sqs_batch_never_loads_them():
+    # Each frozen dataclass has its methods generated when its class is made: an SQS function never makes these.
+    code = (
+        "import sys; from consumer import BatchProcessor, EventType; from persistence import InMemoryPersistenceLayer;"
+        "source, records = eval(sys.argv[1]);"
+        "p = BatchProcessor(getattr(EventType, source), store=InMemoryPersistenceLayer());"
+        "print(p.process({'Records': records}, lambda r: type(r).__name__)['batchItemFailures'],"
+        " 'consumer.sources._streams' in sys.modules)"
+    )
+    sqs = "'SQS', [{'messageId': 'm', 'body': '{}', 'eventSource': 'aws:sqs'}]"
+    kinesis = "'KINESIS', [{'eventID': 'e', 'kinesis': {'sequenceNumber': '1', 'partitionKey': 'p', 'data': 'e30='}}]"
+    stream = "'DYNAMODB_STREAMS', [{'eventID': 'e', 'dynamodb': {'SequenceNumber': '1', 'Keys': {'k': {'N': '1'}}}}]"
+    for records, loaded in ((sqs, False), (kinesis, True), (stream, True)):
+        shown = subprocess.run([sys.executable, "-c", code, records], capture_output=True, text=True, check=True)
+        assert shown.stdout.split() == ["[]", str(loaded)], (records, shown.stderr)
+    code = (
+        "import consumer, consumer.sources as s, consumer.sources._streams as m;"
+        "assert consumer.KinesisRecord is s.KinesisRecord is m.KinesisRecord;"
+        "assert consumer.DynamoDBStreamRecord is s.DynamoDBStreamRecord is m.DynamoDBStreamRecord;"
+        "assert {'KinesisRecord', 'DynamoDBStreamRecord'} <= set(dir(consumer)) & set(dir(s)); print('ok')"
+    )
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "ok\n"
+
+
+def test_the_only_dataclasses_built_by_the_import_are_the_public_types_a_handler_uses():
+    # A dataclass compiles the methods it generates when its class is made, on every cold start: an internal type
+    # is a plain slotted class, and a type a handler may never use is made on first use (the stream records, the
+    # batch summary).
+    code = (
+        "import sys, consumer, persistence;"
+        "ours = [(n, m) for n, m in list(sys.modules.items()) if n.split('.')[0] in ('consumer', 'persistence')];"
+        "print(sorted(f'{n}.{k}' for n, m in ours for k, v in vars(m).items()"
+        " if isinstance(v, type) and v.__module__ == n and '__dataclass_fields__' in v.__dict__))"
+    )
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    public = [
+        "consumer.config.IdempotencyConfig",
+        "consumer.sources.SQSRecord",
+        "persistence._attributes.AttributeNames",
+        "persistence._record.IdempotencyRecord",
+    ]
+    assert shown.strip() == str(public)

@@ -271,7 +271,7 @@ def test_a_header_without_a_value_reads_as_absent_and_fails_nothing():
         kafka_record("t", 0, 1, {}, headers=[("Idempotency-Key", b"k-5")]), HEADER
     )
     own_id, _ = key_selection(bare, IdempotencyConfig())
-    assert key_selection(bare, HEADER_OR_OWN_ID) == (OwnIdKey(own_id), True)  # keyed by its own id, tagged as such
+    assert key_selection(bare, HEADER_OR_OWN_ID) == (OwnIdKey(id=own_id), True)  # keyed by its own id, tagged as such
     with pytest.raises(IdempotencyKeyError, match="Kafka record orders-2@1 has no producer key 'Idempotency-Key'"):
         make_key(bare, HEADER)  # by default, a header without a value is a missing key, as a missing header is
 

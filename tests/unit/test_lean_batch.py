@@ -10,7 +10,7 @@ import pytest
 from events import failures, sqs_event, sqs_record
 from fakes import FakeContext
 
-import consumer.batch._event as batch_event
+import consumer.batch._summary as batch_summary
 from consumer import BatchSummary, EventType, Item, Outcome
 from persistence import InMemoryPersistenceLayer
 
@@ -45,7 +45,7 @@ def test_a_batch_that_succeeded_with_info_off_builds_no_summary_until_it_is_read
             super().__init__(**fields)  # type: ignore[arg-type]  # the summary's own fields
             built.append(self)
 
-    monkeypatch.setattr(batch_event, "BatchSummary", Counted)
+    monkeypatch.setattr(batch_summary, "BatchSummary", Counted)
     caplog.set_level(logging.WARNING, logger="idempotent_consumer")
     processor = face.processor(EventType.SQS, store=InMemoryPersistenceLayer())
     face.process(sqs_event(sqs_record("m-1", 1)), handler, processor, FakeContext())
