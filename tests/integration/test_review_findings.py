@@ -7,6 +7,7 @@ from a committed record. Each test names the ending it defends.
 from __future__ import annotations
 
 import datetime as dt
+import re
 import threading
 
 import pytest
@@ -101,6 +102,40 @@ def test_a_processors_key_expression_an_idempotent_function_handler_would_drop_i
         process_partial_response(event, charge, processor)
     assert charged == []  # nothing ran: the whole batch comes back
     assert "'powertools_json(body).order_id'" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("key_header", "Idempotency-Key"), ("payload_validation_jmespath", "powertools_json(body).amount")],
+)
+def test_a_processors_key_header_or_payload_validation_an_idempotent_function_would_drop_is_refused(
+    tmp_path, option, value
+):
+    # The processor's event key is its default (unset), the option after it is set: refused as the key is. Dropped, a
+    # header-keyed retry of one order would run again, and a changed payload would replay the first one's result.
+    charged = []
+
+    @idempotent_function(
+        data_keyword_argument="record",
+        store=SQLitePersistenceLayer(tmp_path / "f.sqlite3"),
+        name=f"charge-{tmp_path.name}",  # one per case: a failed case's function may still be alive
+    )
+    def charge(record):
+        charged.append(record.message_id)
+        return "charged"
+
+    processor = BatchProcessor(
+        EventType.SQS, store=InMemoryPersistenceLayer(), config=IdempotencyConfig(**{option: value})
+    )
+    event = {"Records": [{"messageId": "m-1", "body": '{"amount": 5}'}]}
+    with pytest.raises(TypeError, match=f"put {option} on the function's config") as refused:
+        process_partial_response(event, charge, processor)
+    assert charged == []  # nothing ran: the whole batch comes back
+    assert f"sets {option} {value!r}" in str(refused.value)
+    assert (
+        "records would otherwise be keyed by the function's config, and those the processor's would replay run "
+        "again" in str(refused.value)
+    )
 
 
 def test_the_same_key_expression_on_both_configs_runs_once_per_order(tmp_path):
@@ -283,11 +318,28 @@ async def _async_hook(response, record):
     return {"hooked": response}
 
 
+class _AsyncHook:
+    def __repr__(self) -> str:
+        return "<stamping hook>"
+
+    async def __call__(self, response, _record):
+        return {"hooked": response}
+
+
 def test_an_async_response_hook_is_refused_when_the_config_is_built():
     # The guard calls the hook as hook(response, record): an async def hook made every replay a coroutine, never
     # awaited; `await charge(order=...)` of a duplicate returned that coroutine instead of the stored result.
-    with pytest.raises(IdempotencyConfigError, match=r"^response_hook '_async_hook' is async def"):
+    with pytest.raises(IdempotencyConfigError, match=r"^response_hook '_async_hook' is async def") as refused:
         IdempotencyConfig(response_hook=_async_hook)
+    # It says why (every replay would be an unawaited coroutine) and what to do.
+    assert str(refused.value).endswith(
+        "it is called as hook(response, record) when a duplicate replays, in sync and async code alike, and what it "
+        "returns is the replay (a coroutine, never awaited); make it a plain def"
+    )
+    # A hook object with an async __call__ has no name of its own: refused alike, named by what it is.
+    hook = _AsyncHook()
+    with pytest.raises(IdempotencyConfigError, match=rf"^response_hook {re.escape(repr(hook))} is async def"):
+        IdempotencyConfig(response_hook=hook)
     with pytest.raises(IdempotencyConfigError, match=r"^response_hook must be a function"):
         IdempotencyConfig(response_hook="not a function")
 

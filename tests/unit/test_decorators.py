@@ -137,7 +137,9 @@ def test_failed_function_releases_its_lock(face):
             raise ConnectionError("card network down")
         return "charged"
 
-    decorated = idempotent_function(data_keyword_argument="order", store=store)(face.define(charge))
+    # One name per face: the other face's function, failed, may still be alive (its traceback, a cycle).
+    name = f"charge-{face.name}"
+    decorated = idempotent_function(data_keyword_argument="order", store=store, name=name)(face.define(charge))
     with pytest.raises(ConnectionError):
         face.call(decorated, order={"id": 1})
     assert list(store.scan()) == []
@@ -220,8 +222,10 @@ def test_positional_data_argument_is_a_clear_error(face):
     def charge(order):
         calls.append(order)
 
-    decorated = idempotent_function(data_keyword_argument="order", store=store)(face.define(charge))
-    with pytest.raises(DataArgumentError, match="charge is idempotent on 'order'; pass it as a keyword argument"):
+    # One name per face: the other face's function, refused, may still be alive (its traceback, a cycle).
+    name = f"charge-{face.name}"
+    decorated = idempotent_function(data_keyword_argument="order", store=store, name=name)(face.define(charge))
+    with pytest.raises(DataArgumentError, match=f"{name} is idempotent on 'order'; pass it as a keyword argument"):
         face.call(decorated, {"id": 1})
     assert calls == []
 

@@ -70,8 +70,13 @@ def test_the_payload_validation_expression_calls_it_too():
 
 def test_the_users_functions_replace_the_built_in_ones_as_in_powertools():
     # As in Powertools, powertools_json is gone; a call to it would fail every record, so it fails the config.
-    with pytest.raises(IdempotencyConfigError, match=r"calls powertools_json\(\), which its jmespath_options"):
+    with pytest.raises(
+        IdempotencyConfigError, match=r"calls powertools_json\(\), which its jmespath_options"
+    ) as refused:
         IdempotencyConfig(event_key_jmespath="powertools_json(body).id", jmespath_options=NORMALISING)
+    # It says why (the user's functions replace the built-in ones) and what to do.
+    assert "which its jmespath_options do not define: they replace the built-in functions" in str(refused.value)
+    assert str(refused.value).endswith("define it in your custom_functions (every record would fail)")
 
 
 def test_empty_jmespath_options_are_the_built_in_functions_as_in_powertools():
@@ -87,8 +92,11 @@ def test_empty_jmespath_options_are_the_built_in_functions_as_in_powertools():
 def test_jmespath_options_that_jmespath_does_not_take_or_a_key_header_beside_them_are_refused():
     with pytest.raises(IdempotencyConfigError, match=r"jmespath\.Options"):
         IdempotencyConfig(jmespath_options={"functions": Normalising()})
-    with pytest.raises(IdempotencyConfigError, match="key_header"):
+    with pytest.raises(IdempotencyConfigError, match="key_header") as refused:
         IdempotencyConfig(key_header="Idempotency-Key", jmespath_options=NORMALISING)
+    assert str(refused.value) == (
+        "key_header selects with the header() function, which jmespath_options replaces: give one of them"
+    )
 
 
 # -- lambda_context= ---------------------------------------------------------------------------------------------

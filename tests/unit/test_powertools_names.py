@@ -6,6 +6,7 @@ import datetime as dt
 import functools
 import logging
 import threading
+import types
 
 import pytest
 from events import kinesis_record, sqs_event, sqs_record
@@ -150,6 +151,16 @@ def test_a_context_left_by_the_last_invocation_never_sets_the_next_ones_deadline
     assert deadlines == [5_000]  # inside the batch: its own context
     assert lock_deadline(config) == 60_000  # after it: not invocation 1's context, the lock timeout
     assert current_lambda_context() is None
+
+
+def test_a_registered_stand_in_context_without_a_deadline_is_used_and_the_lock_lasts_the_lock_timeout():
+    # A test's stand-in for the Lambda context (a request id, no get_remaining_time_in_millis) knows no deadline:
+    # registered the Powertools way, it is the invocation's context, and the lock lasts lock_timeout_seconds.
+    stand_in = types.SimpleNamespace(aws_request_id="r-1")
+    config = IdempotencyConfig(lock_grace_ms=0, lock_timeout_seconds=60)
+    config.register_lambda_context(stand_in)
+    assert current_lambda_context() is stand_in
+    assert lock_deadline(config) == 60_000
 
 
 def test_a_registered_context_past_its_deadline_is_not_used():

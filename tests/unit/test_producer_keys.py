@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from events import kafka_record, sqs_event, sqs_record
 
-from consumer import EventType, IdempotencyConfig, KafkaHeaders, make_key
+from consumer import EventType, IdempotencyConfig, KafkaHeaders, idempotent_function, make_key
 from consumer._serde import canonical_json
 from consumer.keys import key_selection
 from persistence import InMemoryPersistenceLayer
@@ -76,3 +76,27 @@ def test_header_names_compare_in_ascii_only():
     accented = IdempotencyConfig(key_header="Clé-Ünique", key_prefix="p", raise_on_no_idempotency_key=False)
     assert key_selection(sqs_with_key("m-1", "k-1", name="CLé-Ünique"), accented) == ("k-1", False)
     assert key_selection(sqs_with_key("m-1", "k-1", name="clé-ünique"), accented)[1]  # Ü is not ASCII
+
+
+@pytest.mark.parametrize(
+    "records",
+    [
+        [{"order": 1}, {"order": 2}],  # a function's argument: no header, no id of its own
+        [{"messageId": None, "order": 1}, {"messageId": None, "order": 2}],  # an own-id field naming nothing
+    ],
+    ids=["no-id-field", "empty-id-field"],
+)
+def test_records_with_neither_the_header_nor_an_own_id_have_no_key_and_each_runs(records):
+    # Keyed by nothing, each runs unguarded (as any record whose selection is missing): none may share one key with
+    # another (the second would replay the first's result), and none may fail for lacking an id it never had.
+    assert [key_selection(record, HEADER) for record in records] == [(None, True)] * len(records)
+    assert [make_key(record, HEADER) for record in records] == [None] * len(records)
+    ran = []
+
+    @idempotent_function(data_keyword_argument="order", store=InMemoryPersistenceLayer(), config=HEADER)
+    def charge(order):
+        ran.append(order["order"])
+        return order["order"]
+
+    assert [charge(order=record) for record in records] == [1, 2]
+    assert ran == [1, 2]
