@@ -131,12 +131,14 @@ class AsyncBatchRun(BatchRun):
 
         Until now one worker ran the records one after another: none could meet the lock of another record in
         flight, and none was tracked (:mod:`consumer.batch._holders`). The one in flight now, which suspended (that
-        is what calls a second worker in), is tracked from here on.
+        is what calls a second worker in), is tracked from here on as a try still entering its guard (wherever it
+        is: a record meeting a lock on its key waits for it to end, then tries again); whether a lock it meets was
+        met by its enter or in its body, its own task knows (:meth:`_aguarded`).
         """
         self._holders = holders = BatchHolders(asyncio.Event)
         guard = self._in_flight.get(0)
         if guard is not None and not self._workers[0].done():
-            holders.adopt(guard)
+            holders.begin(guard)
 
     async def _work(self, number: int) -> None:
         queue = self._queue

@@ -19,8 +19,8 @@ body, its lease is not known here yet: a waiter that meets a lease it does not k
 of the batch still entering a guard on that key to get past their acquire.
 
 The async run tracks tries only once a second worker starts: before that one task runs the records one after
-another, and none can meet the lock of another still in flight. The try in flight when it starts is adopted in the
-state it reached (:meth:`BatchHolders.adopt`).
+another, and none can meet the lock of another still in flight. The try in flight when it starts is tracked from
+then on as one still entering its guard: a record meeting a lock on its key waits for it to end, then tries again.
 """
 
 from __future__ import annotations
@@ -124,16 +124,6 @@ class BatchHolders(Generic[EventT]):
         """``guard`` is about to be entered: a record meeting a lock on its key it does not know waits for it."""
         with self._mutex:
             self._live[id(guard)] = _Attempt(guard)
-
-    def adopt(self, guard: IdempotencyGuard) -> None:
-        """:meth:`begin` ``guard``, a try under way before the batch's records ran at once, in the state it reached.
-
-        Past its enter while it holds its lock (its lease is known); else as one entering its guard: a record meeting
-        a lock on its key waits for it to end, then tries again (it may have left that lock committing it).
-        """
-        self.begin(guard)
-        if guard._held is not None:  # noqa: SLF001 - as in hold()
-            self.hold(guard)
 
     def hold(self, guard: IdempotencyGuard) -> None:
         """``guard`` was entered (its body runs next): a record meeting its lock now knows it by its lease."""

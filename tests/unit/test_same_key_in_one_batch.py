@@ -540,10 +540,10 @@ def test_an_async_copy_does_not_hold_up_groups_waiting_for_a_worker(store):
 @pytest.mark.parametrize("order", ["a", None], ids=["guarded", "unguarded"])
 def test_an_async_record_begun_before_records_ran_at_once_fails_on_a_lock_its_body_meets(store, order):
     # Record "first" starts while one task runs the batch; its body suspends, which calls in a second worker, and
-    # only then are the batch's tries tracked (its own adopted as it stands). Record "holder" holds order "b"
-    # meanwhile, and the first one's body opens a guard of its own on "b": met in its body, that lock fails it,
-    # once. Taken for a lock its enter met, it would be waited for and the body run again (run unguarded, without
-    # an order, nothing but the task's own account tells them apart).
+    # only then are the batch's tries tracked (its own as one still entering its guard). Record "holder" holds
+    # order "b" meanwhile, and the first one's body opens a guard of its own on "b": met in its body, that lock
+    # fails it, once. Taken for a lock its enter met, it would be waited for and the body run again: only the
+    # task's own account knows its body had started, guarded or not.
     config = IdempotencyConfig(event_key_jmespath="powertools_json(body).order", raise_on_no_idempotency_key=False)
     holder = sqs_record("holder", {"order": "b"})
     ran: list[str] = []
