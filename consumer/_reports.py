@@ -191,14 +191,9 @@ def log_release_failed(
 _held_leases: set[str] = set()
 
 
-def hold(lease: str) -> None:
-    """Remember a lock this process took."""
-    _held_leases.add(lease)
-
-
-def let_go(lease: str) -> None:
-    """Forget a lock this process is about to commit or release."""
-    _held_leases.discard(lease)
+#: Remember a lock this process took; forget one it is about to commit or release (the set's own methods: a function
+#: calling them would add a call to each, on every record).
+hold, let_go = _held_leases.add, _held_leases.discard
 
 
 def in_progress_error(key: str, existing: IdempotencyRecord) -> IdempotencyAlreadyInProgressError:

@@ -312,14 +312,28 @@ def _compile(name: str, expression: str | None) -> ParsedResult | None:
         raise IdempotencyConfigError(f"{name} {expression!r} is not valid JMESPath: {e}") from e
 
 
-def lock_deadline_ms(config: IdempotencyConfig, context: LambdaContext | None, now_ms: int) -> int:
-    """When a lock taken at ``now_ms`` expires: the invocation's deadline plus the grace, else the lock timeout."""
-    remaining_time = getattr(context, "get_remaining_time_in_millis", None)
-    if remaining_time is None:  # no context, or a test's stand-in that knows no deadline
-        return now_ms + config.lock_timeout_seconds * 1000
-    remaining: int = remaining_time()  # never negative: a lock already expired when taken
+def lock_deadline_ms(
+    config: IdempotencyConfig, context: LambdaContext | None, now_ms: int, remaining: int | None = None
+) -> int:
+    """When a lock taken at ``now_ms`` expires: the invocation's deadline plus the grace, else the lock timeout.
+
+    ``remaining``: the context's remaining time when the caller read it an instant before (a batch processor, for the
+    record's deadline-margin check): the deadline it gives is then an instant later than a read now, never earlier.
+    """
+    if remaining is None:
+        remaining_time = getattr(context, "get_remaining_time_in_millis", None)
+        if remaining_time is None:  # no context, or a test's stand-in that knows no deadline
+            return now_ms + config.lock_timeout_seconds * 1000
+        remaining = remaining_time()
+    if remaining < 0:  # noqa: PLR1730 - max() is a call, several times this test's cost (per record)
+        remaining = 0  # never negative: a lock already expired when taken
     # A whole number of ms, as stores keep it: a stand-in context's float (30000.0) would not read back from DynamoDB.
-    return int(now_ms + max(0, remaining) + config.lock_grace_ms)
+    return int(now_ms + remaining + config.lock_grace_ms)
+
+
+def function_config() -> IdempotencyConfig:
+    """The config of a guard given none: the function's (``AWS_LAMBDA_FUNCTION_NAME``, its key prefix)."""
+    return default_config(os.environ.get("AWS_LAMBDA_FUNCTION_NAME"))
 
 
 @functools.lru_cache(maxsize=4)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, final
 
 from consumer._async import acquire_settled, settled
@@ -25,7 +24,7 @@ from consumer._result import (
     queue,
     refusal,
 )
-from consumer.config import default_config, lock_deadline_ms
+from consumer.config import function_config, lock_deadline_ms
 from consumer.keys import make_key, missing_key_message, payload_hash
 from persistence import (
     IdempotencyError,
@@ -35,6 +34,7 @@ from persistence import (
     as_async_store,
     is_async_store,
 )
+from persistence._record import in_progress_record
 
 if TYPE_CHECKING:
     from contextvars import Token
@@ -113,7 +113,7 @@ class IdempotencyGuard:
         """
         self.data = data
         self.store = store
-        self.config = config or default_config(os.environ.get("AWS_LAMBDA_FUNCTION_NAME"))
+        self.config = config or function_config()
         self.context = context if context is not None else current_lambda_context()
         self.clock = clock
         self.key_prefix = key_prefix
@@ -134,6 +134,9 @@ class IdempotencyGuard:
         self._unstored: BaseException | None = None  # why the result is committed without its response
         # (item identifier, event source) when a batch processor runs this record: it logs the record's outcome.
         self._batch_record: tuple[str, str] | None = None
+        # The remaining time a batch processor read for this record's deadline-margin check an instant before: the lock
+        # deadline derives from it (None: read when the lock is taken).
+        self._remaining_ms: int | None = None
         self._unkeyed = False  # no key was selected, and the config lets it run unguarded
         self._writes: list[Any] = []  # guard.write's, in the store's own shape
 
@@ -235,19 +238,14 @@ class IdempotencyGuard:
                 warn_unguarded(self.context, self._no_key)
             return None
         self._validation_hash = validation_hash = payload_hash(self.data, self.config)
-        now_ms = self._now_ms()
+        now_ms = int(self.clock() * 1000)  # as _now_ms(), without its call (per record)
         self._cache = cache = None if self.config.local_caches is None else self.config.cache_for(self.store)
         cached = cache.get(self.key, now_ms) if cache is not None else None
         if cached is not None:
             self._replay(cached, validation_hash, None)
         expires_at = now_ms // 1000 + self.config.expires_after_seconds
-        record = IdempotencyRecord.in_progress(
-            self.key,
-            expires_at=expires_at,
-            lock_deadline_ms=lock_deadline_ms(self.config, self.context, now_ms),
-            payload_hash=validation_hash,
-        )
-        return record, now_ms
+        lock_deadline = lock_deadline_ms(self.config, self.context, now_ms, self._remaining_ms)
+        return in_progress_record(self.key, expires_at, lock_deadline, validation_hash), now_ms
 
     def _acquired(self, record: IdempotencyRecord, now_ms: int, existing: IdempotencyRecord | None) -> None:
         """Act on the acquire's answer: hold the lock, replay a completed record, or refuse a live lock."""
@@ -299,11 +297,15 @@ class IdempotencyGuard:
         """
         self._leave()
         held, complete, failure = self._closing(exc)
+        # A lock held was taken through the sync face: __enter__ checked the store, or __aenter__ called it inline
+        # (its __aexit__ comes here only then). Not checked again per record.
+        store: PersistenceLayer = self.store  # type: ignore[assignment]  # the sync member of the union, as said
         if complete is not None:
-            self._committed(*commit(self._sync_store(), held, complete, self._writes, self._release_failed))
+            committed, too_large = commit(store, held, complete, self._writes, self._release_failed)
+            self._committed(committed, too_large)  # not *commit(...): a call by star costs a few times more
         elif held is not None:
             try:
-                self._sync_store().release(held)
+                store.release(held)
             except Exception as e:  # noqa: BLE001 - any store's failure: the body's exception still wins
                 self._release_failed(held, failure, e)
         return False if exc is None and failure is None else self._closed(exc, failure)  # per record: no call

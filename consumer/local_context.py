@@ -38,4 +38,5 @@ class LocalContext:
 
     def get_remaining_time_in_millis(self) -> int:
         """Milliseconds left before the deadline (never negative)."""
-        return max(0, self.timeout_ms - int((self.clock() - self._started) * 1000))
+        left = self.timeout_ms - int((self.clock() - self._started) * 1000)
+        return left if left > 0 else 0  # noqa: FURB136 - max() is a call, several times this test's cost (per record)

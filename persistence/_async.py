@@ -153,6 +153,9 @@ _TRANSITIONS = ("acquire", "complete", "release")
 def _is_async_type(store_type: type) -> bool:
     known = _async_types.get(store_type)
     if known is None:
+        if issubclass(store_type, (InlineStore, ThreadedStore)):  # an adapter of this module: awaited
+            _async_types[store_type] = True
+            return True
         import inspect  # noqa: PLC0415 - 6 ms at import time; checked once per store type
 
         kinds = {name: inspect.iscoroutinefunction(getattr(store_type, name, None)) for name in _TRANSITIONS}
@@ -170,10 +173,13 @@ def _is_async_type(store_type: type) -> bool:
 def is_async_store(store: object) -> bool:
     """Whether ``store`` is awaited: an adapter of this module, or a native async store.
 
+    Decided once per store type (the guard asks on every enter and exit): a look-up afterwards.
+
     Raises:
         TypeError: ``acquire``, ``complete`` and ``release`` are not all ``async def`` or all plain.
     """
-    return isinstance(store, (InlineStore, ThreadedStore)) or _is_async_type(type(store))
+    known = _async_types.get(type(store))
+    return known if known is not None else _is_async_type(type(store))
 
 
 _adapters: weakref.WeakKeyDictionary[Any, AsyncPersistenceLayer] = weakref.WeakKeyDictionary()

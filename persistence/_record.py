@@ -6,6 +6,10 @@ import dataclasses
 import datetime as dt
 import enum
 import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 from persistence._fields import ByFields
 
@@ -82,9 +86,8 @@ class IdempotencyRecord(ByFields):
             lock_deadline_ms: Epoch milliseconds when the lock may be taken over.
             payload_hash: Hash of the payload-validation selection, if any.
         """
-        deadline_s = -(-lock_deadline_ms // MS_PER_SECOND)  # ceiling division
         build = new_record if cls is IdempotencyRecord else cls  # a subclass: its own __init__
-        return build(key, IN_PROGRESS, max(expires_at, deadline_s), lock_deadline_ms, new_lease(), None, payload_hash)
+        return in_progress_record(key, expires_at, lock_deadline_ms, payload_hash, build)
 
     def is_expired(self, now_ms: int) -> bool:
         """Whether the expiry window has passed (``expires_at < now``, in seconds)."""
@@ -130,10 +133,25 @@ class IdempotencyRecord(ByFields):
 
 
 _new = object.__new__
-#: Each field's slot, set directly (see :func:`new_record`), in the order of the fields.
-_SET_KEY, _SET_STATUS, _SET_EXPIRES_AT, _SET_LOCK_DEADLINE, _SET_LEASE, _SET_RESPONSE, _SET_PAYLOAD_HASH = (
-    IdempotencyRecord.__dict__[field.name].__set__ for field in dataclasses.fields(IdempotencyRecord)
-)
+
+
+class _Draft(ByFields):  # the record's base: one layout
+    """A record being built: the record's slots, in its order, on a class that sets them as any class does.
+
+    A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__`` (its own ``__setattr__``
+    refuses), which costs several times a plain attribute store. A draft is filled with plain stores, then becomes
+    the record by class assignment: Python allows it between classes of one layout (the same base and slots, no
+    ``__dict__``), and the object is then exactly what ``IdempotencyRecord(...)`` builds, and as frozen.
+    """
+
+    __slots__ = tuple(field.name for field in dataclasses.fields(IdempotencyRecord))
+    key: str
+    status: RecordStatus
+    expires_at: int
+    in_progress_expires_at: int | None
+    lease: str
+    response: str | None
+    payload_hash: str | None
 
 
 def new_record(  # noqa: PLR0917 - one argument per field, in the order of the fields
@@ -145,18 +163,32 @@ def new_record(  # noqa: PLR0917 - one argument per field, in the order of the f
     response: str | None,
     payload_hash: str | None,
 ) -> IdempotencyRecord:
-    """``IdempotencyRecord(key, status, ...)``: the same record (equal, same hash), built at about half the cost.
+    """``IdempotencyRecord(key, status, ...)``: the same record (equal, same hash), built at a fraction of the cost.
 
-    Every record runs two of these (its ``IN_PROGRESS`` and its ``COMPLETE`` record). A frozen dataclass's
-    ``__init__`` sets each field through ``object.__setattr__``, which looks the field up on the class each time;
-    this sets each slot through its descriptor, looked up once here. Like ``__init__``, it checks no value.
+    Every record runs two of these (its ``IN_PROGRESS`` and its ``COMPLETE`` record): see :class:`_Draft`. Like
+    ``__init__``, it checks no value.
     """
-    record = _new(IdempotencyRecord)
-    _SET_KEY(record, key)
-    _SET_STATUS(record, status)
-    _SET_EXPIRES_AT(record, expires_at)
-    _SET_LOCK_DEADLINE(record, in_progress_expires_at)
-    _SET_LEASE(record, lease)
-    _SET_RESPONSE(record, response)
-    _SET_PAYLOAD_HASH(record, payload_hash)
-    return record
+    record = _new(_Draft)
+    record.key = key
+    record.status = status
+    record.expires_at = expires_at
+    record.in_progress_expires_at = in_progress_expires_at
+    record.lease = lease
+    record.response = response
+    record.payload_hash = payload_hash
+    record.__class__ = IdempotencyRecord  # type: ignore[assignment]  # the draft's layout is the record's
+    return record  # type: ignore[return-value]  # now an IdempotencyRecord
+
+
+def in_progress_record(
+    key: str,
+    expires_at: int,
+    lock_deadline_ms: int,
+    payload_hash: str | None,
+    build: Callable[..., IdempotencyRecord] = new_record,
+) -> IdempotencyRecord:
+    """:meth:`IdempotencyRecord.in_progress`, called by position (the guard's per-record call: a class method's call
+    by keyword costs a few times more); ``build`` makes it (a subclass's ``in_progress``: the subclass)."""  # noqa: D205, D209 - one sentence
+    deadline_s = -(-lock_deadline_ms // MS_PER_SECOND)  # ceiling division
+    expires_at = expires_at if expires_at >= deadline_s else deadline_s  # noqa: FURB136 - max() costs several times it
+    return build(key, IN_PROGRESS, expires_at, lock_deadline_ms, new_lease(), None, payload_hash)

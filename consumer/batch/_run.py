@@ -7,11 +7,13 @@ import threading
 import types
 from typing import TYPE_CHECKING, Any
 
+from consumer._context import current_lambda_context
 from consumer._errors import AlreadyProcessed, IdempotencyAlreadyInProgressError, IdempotencyKeyError
 from consumer._handlers import LAMBDA_CONTEXT, NO_GUARD, OWN, POSITIONAL, guarded_function, handler_shape
 from consumer._reports import idempotency_disabled
 from consumer.batch._holders import BatchHolders, Waited, wait_deadline, wait_for_holder
 from consumer.batch._record_model import parsed
+from consumer.config import function_config
 from consumer.guard import IdempotencyGuard
 from consumer.observability import Item, Outcome
 from consumer.sources import EventType
@@ -89,6 +91,8 @@ _SOURCE_NAMES = {event_type: event_type.value for event_type in EventType}
 
 #: The pool whose worker the current thread is, if any: a batch run in it must not wait for a pool's workers.
 _worker = threading.local()
+#: A record's guard is made by ``__new__`` and an ``__init__`` call (see :meth:`BatchRun._guard`).
+_new_guard = object.__new__
 #: Stands in for the store of a processor that has none: its guards are pass-throughs and never reach it.
 _NO_STORE = InMemoryPersistenceLayer()
 
@@ -100,6 +104,8 @@ class BatchRun:
         "_busy",
         "_disabled",
         "_failed_groups",
+        "_guard_config",
+        "_guard_context",
         "_holders",
         "_lock",
         "_own",
@@ -145,6 +151,10 @@ class BatchRun:
         self._own_context = False
         self._own_call: Callable[..., Any] | None = None  # the undecorated function (bound)
         self._remaining: Callable[[], int] | None = getattr(context, "get_remaining_time_in_millis", None)
+        # The config and context of the records' guards on the processor's store: as a guard resolves them when given
+        # none (IdempotencyGuard.__init__), once for the batch.
+        self._guard_config = settings.config or function_config()
+        self._guard_context = context if context is not None else current_lambda_context()
         # Records of several groups run at once (threads, or tasks of a loop): they may meet each other's locks.
         self._holders: BatchHolders[Any] | None = None
         self._unstarted = 0  # groups not started yet
@@ -200,13 +210,17 @@ class BatchRun:
                 self._busy -= 1
 
     def _blocked(self, item: Item) -> Outcome | None:
+        return self._blocked_at(item, None if self._remaining is None else self._remaining())
+
+    def _blocked_at(self, item: Item, left: int | None) -> Outcome | None:
+        """Why ``item`` may not start with ``left`` ms before the deadline (``None``: no deadline known), if so."""
         # Read without the lock: a flag or a set member written by another group's worker may be seen a
         # record late either way; a group's own failure is written by the thread that reads it.
         if self._stopped or (item.group is not None and item.group in self._failed_groups):
             return Outcome.SKIPPED
         # Exactly the margin left still starts the record: the margin is what a record may not go below.
         # Negative remaining time is below any margin: no clamp needed here.
-        if self._remaining is not None and self._remaining() < self.settings.deadline_margin_ms:
+        if left is not None and left < self.settings.deadline_margin_ms:
             return Outcome.DEFERRED
         return None
 
@@ -218,13 +232,21 @@ class BatchRun:
         self._fail(item, blocked, None)  # not run: later records of its group (or batch) must not overtake it
         return True
 
-    def _guard(self, item: Item) -> IdempotencyGuard:
-        """``item``'s guard: the processor's store and config, or an ``@idempotent_function``'s own, or none."""
+    def _guard(self, item: Item, left: int | None = None) -> IdempotencyGuard:
+        """``item``'s guard: the processor's store and config, or an ``@idempotent_function``'s own, or none.
+
+        ``left``: the remaining time read for ``item``'s deadline-margin check, which its lock deadline derives from
+        (``None``: the guard reads it).
+        """
         s, own = self.settings, self._own
         if own is None and s.store is not None:  # the usual case: the processor's own store
-            guard = IdempotencyGuard(
-                item.raw, store=s.store, config=s.config, context=self.context, clock=s.clock, disabled=self._disabled
-            )
+            # The class's call would build a dict of the keywords (its __init__ is reached through C): not per record.
+            guard = _new_guard(IdempotencyGuard)
+            guard.__init__(
+                item.raw, store=s.store, config=self._guard_config, context=self._guard_context, clock=s.clock,
+                disabled=self._disabled,
+            )  # fmt: skip
+            guard._remaining_ms = left  # noqa: SLF001 - read for the record's deadline-margin check: no second read
         elif own is not None:  # the function's own guard: the key it takes when called with the typed record
             guard = IdempotencyGuard(
                 item.raw,
@@ -243,10 +265,16 @@ class BatchRun:
 
     def _run_item(self, item: Item) -> None:
         retried: set[str] | None = None  # the leases of this batch's records it tried again after (on a conflict)
-        while not self._skipped(item):  # checked again before a retry: the batch may have stopped meanwhile
+        while True:  # checked again before a retry: the batch may have stopped meanwhile
+            # Read once: for the deadline-margin check and the lock deadline the record's guard takes.
+            left = None if self._remaining is None else self._remaining()
+            blocked = self._blocked_at(item, left)
+            if blocked is not None:
+                self._fail(item, blocked, None)  # not run: later records of its group (or batch) must not overtake it
+                return
             g = None
             try:
-                g = self._guard(item)
+                g = self._guard(item, left)
                 conflict = self._guarded(item, g)
                 if conflict is None:
                     self._succeeded(item, g)

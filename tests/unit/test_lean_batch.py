@@ -11,7 +11,16 @@ from events import failures, sqs_event, sqs_record
 from fakes import FakeContext
 
 import consumer.batch._summary as batch_summary
-from consumer import BatchSummary, EventType, Item, Outcome
+from consumer import (
+    BatchProcessor,
+    BatchSummary,
+    EventType,
+    IdempotencyConfig,
+    Item,
+    Outcome,
+    current_idempotency_key,
+    process_partial_response,
+)
 from persistence import InMemoryPersistenceLayer
 
 EVENT = sqs_event(sqs_record("m-1", 1), sqs_record("m-2", 2), sqs_record("m-1", 1))
@@ -129,3 +138,25 @@ def test_the_disable_switch_set_between_two_invocations_decides_the_next_one(fac
     face.process(sqs_event(sqs_record("m-1", 1)), handler, processor, FakeContext())
     assert (processor.summary.processed, processor.summary.unguarded) == ((1, 0) if guarded else (0, 1))
     assert len(list(store.scan())) == (1 if guarded else 0)
+
+
+def test_a_batch_record_reads_the_remaining_time_once_for_its_margin_and_its_lock_deadline():
+    """The deadline-margin check and the lock deadline share one read: the deadline is the one the check saw."""
+    reads: list[int] = []
+
+    class Shrinking:  # each read is 1,000 ms less than the one before, as if a second passed between reads
+        def get_remaining_time_in_millis(self) -> int:
+            reads.append(60_000 - 1_000 * len(reads))
+            return reads[-1]
+
+    store = InMemoryPersistenceLayer()
+    deadlines: list[tuple[int, int]] = []  # (the lock deadline, the reads made when the body ran)
+
+    def body(record):
+        deadlines.append((store.get(current_idempotency_key()).in_progress_expires_at, len(reads)))
+
+    processor = BatchProcessor(EventType.SQS, store=store, config=IdempotencyConfig(lock_grace_ms=0), clock=lambda: 7.0)
+    process_partial_response(sqs_event(sqs_record("m-1", 1), sqs_record("m-2", 2)), body, processor, Shrinking())
+    # Each lock deadline is now (7,000 ms) plus the remaining time of the read its record's margin check made last.
+    assert deadlines == [(7_000 + reads[n - 1], n) for _, n in deadlines]
+    assert deadlines[1][1] - deadlines[0][1] == 1  # one read a record
