@@ -50,9 +50,11 @@ def lambda_context_of(context: LambdaContext | None) -> LambdaContext | None:
     return inner if inner is not None and hasattr(context, "state") else context
 
 
-_UNSET = None
-_current: contextvars.ContextVar[tuple[LambdaContext | None] | None] = contextvars.ContextVar(
-    "idempotent_consumer_lambda_context", default=_UNSET
+# The innermost invocation opened in this thread or task (and the threads and tasks it starts with a copy of its
+# contextvars). A closed one is passed over for the one open around it (Invocation._outer): invocations closed out of
+# order, or from another thread, never leave a finished invocation's context behind.
+_current: contextvars.ContextVar[Invocation | None] = contextvars.ContextVar(
+    "idempotent_consumer_invocation", default=None
 )
 # The invocations running in this process, for threads that did not copy the invocation's contextvars
 # (a plain threading.Thread). Lambda runs one invocation per process at a time; with several at once
@@ -79,15 +81,19 @@ class Invocation:
     Returned by :func:`register_lambda_context`; the batch processor and the decorators open one per call.
     """
 
-    __slots__ = ("_closed", "_token")
+    __slots__ = ("_closed", "_context", "_outer", "_token")
+    _closed: bool
+    _context: LambdaContext | None
+    _outer: Invocation | None
 
     def __init__(self, context: LambdaContext | None) -> None:
         """Register ``context`` for the current thread (and the threads and tasks it starts) now.
 
         A durable function's context registers the Lambda context it carries (:func:`lambda_context_of`).
         """
-        context = lambda_context_of(context)
-        self._token = _current.set((context,))
+        self._context = context = lambda_context_of(context)
+        self._outer = _open(_current.get())  # the one open around it, which counts again once this one closes
+        self._token = _current.set(self)
         self._closed = False
         _running[self] = context
         if context is not None:
@@ -99,10 +105,12 @@ class Invocation:
             return
         self._closed = True
         _running.pop(self, None)
+        if _current.get() is not self:  # an invocation opened inside it is still open, or another thread closes it
+            return  # readers pass over it: it is closed
         try:
             _current.reset(self._token)
-        except ValueError:  # closed from another context than the one that opened it: clear it there
-            _current.set(_UNSET)
+        except ValueError:  # a copy of the context that opened it (a thread started with copy_context())
+            _current.set(self._outer)
 
     def __enter__(self) -> Invocation:
         """The invocation itself."""
@@ -113,6 +121,13 @@ class Invocation:
     ) -> None:
         """Unregister the context."""
         self.close()
+
+
+def _open(invocation: Invocation | None) -> Invocation | None:
+    """``invocation`` while it is open, else the nearest one open around it: closed ones are passed over."""
+    while invocation is not None and invocation._closed:  # noqa: SLF001 - this module's own class
+        invocation = invocation._outer  # noqa: SLF001
+    return invocation
 
 
 def register_lambda_context(context: LambdaContext | None) -> Invocation:
@@ -137,9 +152,9 @@ def current_lambda_context() -> LambdaContext | None:
     contextvars (the batch processor's workers, asyncio tasks); a plain ``threading.Thread`` sees it when it
     is the only invocation running in the process, as on Lambda.
     """
-    registered = _current.get()
-    if registered is not None:
-        return registered[0]
+    invocation = _open(_current.get())
+    if invocation is not None:
+        return invocation._context  # noqa: SLF001 - this module's own class
     running = list(_running.values())  # one copy, atomic: other threads may open and close meanwhile
     if running:
         first = running[0]

@@ -130,6 +130,14 @@ class _Processor(Generic[RecordT]):
         check_model(model)
         if deadline_margin_ms < 0:
             raise ValueError(f"deadline_margin_ms must not be negative, got {deadline_margin_ms}")
+        try:  # its value given as a string ("sqs") is the member: the batch's checks compare members by identity
+            event_type = EventType(event_type)
+        except ValueError:
+            msg = (
+                f"event_type {event_type!r} is not an EventType of idempotent-consumer: pass consumer.EventType "
+                "(it has Powertools' spellings too, such as EventType.KinesisDataStreams)"
+            )
+            raise ValueError(msg) from None
         if config is not None and config.key_header is not None:
             refuse_key_header(event_type.value)
         self.event_type = event_type

@@ -48,6 +48,28 @@ _IMPORTED_ON_FIRST_USE = {
 
 __getattr__, __dir__ = imported_on_first_use(globals(), _IMPORTED_ON_FIRST_USE)
 
+__all__ = [  # what `from consumer.sources import *` gives: the names imported on first use included
+    "HEADERLESS_SOURCES",
+    "DynamoDBStreamRecord",
+    "EventType",
+    "KafkaHeaders",
+    "KafkaItemIdentifier",
+    "KafkaRecord",
+    "KinesisRecord",
+    "Record",
+    "RecordT",
+    "SQSRecord",
+    "as_delivered",
+    "failure_identifier",
+    "is_kafka_event",
+    "item_identifier",
+    "kafka_records",
+    "ordering_key",
+    "parse_record",
+    "refuse_key_header",
+    "resolve_event_type",
+]
+
 
 class EventType(str, enum.Enum):
     """The batch sources the processor reads. ``SQS`` becomes ``SQS_FIFO`` for a ``.fifo`` queue's records.
