@@ -15,6 +15,7 @@ import collections
 from typing import TYPE_CHECKING, Any
 
 from consumer._async import settle
+from consumer._errors import IdempotencyAlreadyInProgressError
 from consumer._handlers import NO_GUARD
 from consumer.batch._holders import BatchHolders, Waited, await_holder
 from consumer.batch._run import BatchRun
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
     from consumer._context import LambdaContext
-    from consumer._errors import IdempotencyAlreadyInProgressError
     from consumer.batch._run import RunSettings
     from consumer.guard import IdempotencyGuard
     from persistence import AsyncPersistenceLayer
@@ -40,7 +40,6 @@ class AsyncBatchRun(BatchRun):
         "_hiring",
         "_in_flight",
         "_inline",
-        "_past_deadline",
         "_queue",
         "_store",
         "_workers",
@@ -58,7 +57,6 @@ class AsyncBatchRun(BatchRun):
         """A run over ``items``, not started (see :class:`~consumer.batch._run.BatchRun`)."""
         super().__init__(settings, handler, guard_passing, context, items)
         self.cancel_at_deadline = True
-        self._past_deadline = False
         self._aborting = False
         self._deadline_cancels: set[asyncio.Task[Any]] = set()
         self._in_flight: dict[int, IdempotencyGuard] = {}  # by worker number
@@ -83,8 +81,6 @@ class AsyncBatchRun(BatchRun):
         )
         self._queue = collections.deque([self.items] if self.settings.max_workers == 1 else self.groups())
         self._unstarted = len(self._queue)
-        if self.settings.max_workers > 1:
-            self._holders = BatchHolders(asyncio.Event)
         workers = self._workers
         self._hire()  # the first worker; it calls in the others as soon as a record suspends
         timer = self._deadline_timer(workers)
@@ -128,36 +124,54 @@ class AsyncBatchRun(BatchRun):
         wanted = 1 if not self._workers else len(self._queue)
         while wanted > 0 and len(self._workers) < self.settings.max_workers and not self._aborting:
             number = len(self._workers)
+            if number == 1:
+                self._run_at_once()
             self._workers.append(asyncio.ensure_future(self._work(number)))
             wanted -= 1
 
+    def _run_at_once(self) -> None:
+        """A second worker starts: from now on records run at once, and may meet each other's locks.
+
+        Until now one worker ran the records one after another: none could meet the lock of another record in
+        flight, and none was tracked (:mod:`consumer.batch._holders`). The one in flight now, which suspended (that
+        is what calls a second worker in), is tracked from here on as a try still entering its guard (wherever it
+        is: a record meeting a lock on its key waits for it to end, then tries again); whether a lock it meets was
+        met by its enter or in its body, its own task knows (:meth:`_aguarded`).
+        """
+        self._holders = holders = BatchHolders(asyncio.Event)
+        guard = self._in_flight.get(0)
+        if guard is not None and not self._workers[0].done():
+            holders.begin(guard)
+
     async def _work(self, number: int) -> None:
         queue = self._queue
-        while queue:
-            if not self._hiring and len(self._workers) < self.settings.max_workers:
-                # Runs on the loop's next turn, which comes only once this worker's record suspends: records
-                # that never suspend are all run by one worker, with no task per record to pay for.
-                self._hiring = True
-                asyncio.get_running_loop().call_soon(self._hire)
-            group = queue.popleft()
-            self._unstarted, self._busy = self._unstarted - 1, self._busy + 1
-            try:
+        # Busy for its whole life: between two groups it never suspends, so no other task sees it idle.
+        self._busy += 1
+        try:
+            while queue:
+                if not self._hiring and len(self._workers) < self.settings.max_workers:
+                    # Runs on the loop's next turn, which comes only once this worker's record suspends: records
+                    # that never suspend are all run by one worker, with no task per record to pay for.
+                    self._hiring = True
+                    asyncio.get_running_loop().call_soon(self._hire)
+                group = queue.popleft()
+                self._unstarted -= 1
                 for item in group:
                     await self._arun_item(item, number)
-            finally:
-                self._busy -= 1
-
-    def _blocked(self, item: Item) -> Outcome | None:
-        blocked = super()._blocked(item)
-        if blocked is None and self._past_deadline:
-            return Outcome.DEFERRED  # the timer fired: whatever the context's clock says by now
-        return blocked
+        finally:
+            self._busy -= 1
 
     async def _arun_item(self, item: Item, number: int) -> None:
         retried: set[str] | None = None  # the leases of this batch's records it tried again after (on a conflict)
-        while not self._skipped(item):  # checked again before a retry: the batch may have stopped meanwhile
+        while True:  # checked again before a retry: the batch may have stopped meanwhile
+            # Read once: for the deadline-margin check and the lock deadline the record's guard takes.
+            left = None if self._remaining is None else self._remaining()
+            blocked = self._blocked_at(item, left)
+            if blocked is not None:
+                self._fail(item, blocked, None)  # not run: later records of its group (or batch) must not overtake it
+                return
             try:
-                guard = self._in_flight[number] = self._guard(item)
+                guard = self._in_flight[number] = self._guard(item, left)
             except Exception as e:  # noqa: BLE001 - e.g. a serializer the function's annotation cannot name
                 self._failed(item, e, None)
                 return
@@ -180,28 +194,37 @@ class AsyncBatchRun(BatchRun):
                 return
 
     async def _aguarded(self, item: Item, guard: IdempotencyGuard) -> IdempotencyAlreadyInProgressError | None:
-        """:meth:`_guarded` as a task: run ``item``'s handler in ``guard``, or return the lock its enter met."""
-        holders = self._holders
-        if holders is None:
-            await self._entered_body(item, guard)
-            return None
-        with holders.trying(guard) as attempt:
-            await self._entered_body(item, guard)
-        return attempt.conflict
+        """:meth:`_guarded` as a task: run ``item``'s handler in ``guard``, or return the lock its enter met.
 
-    async def _entered_body(self, item: Item, guard: IdempotencyGuard) -> None:
-        if self._own is not None:  # an @idempotent_function's guard on its own store: it picks its own face
-            async with guard:
-                await self._abody(item, guard)
-        elif self._inline and guard.config.powertools_cutover is None:
-            # A store called on the loop (or none): the guard's sync face, all its async one does. Not with a
-            # cut-over: its read of the Powertools table is network I/O, which the async face runs in a thread.
-            with guard:
-                await self._abody(item, guard)
-        else:
-            guard._astore = self._store  # noqa: SLF001 - resolved once for the batch, not once per record
-            async with guard:
-                await self._abody(item, guard)
+        The lock is returned when records of the batch run at once (or came to since the try began, see
+        :meth:`_run_at_once`): the holder may be one of them. A lock met in the body (a nested guard's) fails it.
+        """
+        if self._holders is not None:
+            self._holders.begin(guard)
+        entered = False
+        try:
+            if self._own is None and self._inline and guard.config.powertools_cutover is None:
+                # A store called on the loop (or none): the guard's sync face, all its async one does. Not with a
+                # cut-over: its read of the Powertools table is network I/O, which the async face runs in a thread.
+                with guard:
+                    entered = True
+                    await self._abody(item, guard)
+            else:  # an @idempotent_function's guard on its own store picks its own face
+                if self._own is None:
+                    guard._astore = self._store  # noqa: SLF001 - resolved once for the batch, not once per record
+                async with guard:
+                    entered = True
+                    await self._abody(item, guard)
+        except BaseException as e:  # however the try ends, whoever waits on the record wakes
+            if self._holders is None:
+                raise
+            self._holders.end(guard)
+            if entered or not isinstance(e, IdempotencyAlreadyInProgressError):
+                raise
+            return e
+        if self._holders is not None:
+            self._holders.end(guard)
+        return None
 
     async def _abody(self, item: Item, guard: IdempotencyGuard) -> None:
         """:meth:`_run_body` as a task: what an ``async def`` handler (or a plain one) returns is awaited first."""
@@ -256,7 +279,7 @@ class AsyncBatchRun(BatchRun):
         return asyncio.get_running_loop().call_later(max(0, left_ms) / 1000, self._deadline, workers)
 
     def _deadline(self, workers: Iterable[asyncio.Task[None]]) -> None:
-        self._past_deadline = True
+        self._remaining = _no_time_left  # the timer fired: no record starts, whatever the context's clock says
         abandoned = False
         for number, worker in enumerate(workers):
             if not worker.done():
@@ -281,6 +304,11 @@ class AsyncBatchRun(BatchRun):
         for item in self.items:
             if item.outcome is None:
                 self._fail(item, Outcome.DEFERRED, None)
+
+
+def _no_time_left() -> int:
+    """The time left once the deadline timer fired, in milliseconds: less than any margin."""
+    return -1
 
 
 def _cancelling(task: asyncio.Task[Any] | None) -> bool:

@@ -17,6 +17,10 @@ most once), so the tries of one record are finite too.
 The holder is known by the lease of the lock the waiter met. Between a holder's acquire and the start of its
 body, its lease is not known here yet: a waiter that meets a lease it does not know first waits for the records
 of the batch still entering a guard on that key to get past their acquire.
+
+The async run tracks tries only once a second worker starts: before that one task runs the records one after
+another, and none can meet the lock of another still in flight. The try in flight when it starts is tracked from
+then on as one still entering its guard: a record meeting a lock on its key waits for it to end, then tries again.
 """
 
 from __future__ import annotations
@@ -58,31 +62,41 @@ class Waited(enum.Enum):
 
 
 class _Attempt(Generic[EventT]):
-    """One record's try at its guard: whether it got past its acquire, and whether it ended.
+    """One record's try at its guard, as the batch's other records see it: whether it got past its acquire (its lease
+    is then known), whether it ended, and the events its waiters wait on."""  # noqa: D205, D209 - one sentence
 
-    ``with holders.trying(guard):`` around the guard's ``with`` (or ``async with``) begins it, and ends it however
-    the block is left (a ``BaseException`` or a cancellation too: whoever waits on the record wakes). A lock the
-    guard's own enter met is kept as :attr:`conflict`, to wait for, and not raised; one met after the enter was met
-    by a guard nested in the body: the body failed, and it propagates.
-    """
+    __slots__ = ("decided", "decided_event", "ended", "ended_event", "guard")
 
-    __slots__ = ("conflict", "decided", "decided_event", "ended", "ended_event", "guard", "holders")
-
-    def __init__(self, holders: BatchHolders[EventT], guard: IdempotencyGuard) -> None:
-        self.holders, self.guard = holders, guard
+    def __init__(self, guard: IdempotencyGuard) -> None:
+        self.guard = guard
         self.decided = self.ended = False
         self.decided_event: EventT | None = None  # made when a record first waits on it
         self.ended_event: EventT | None = None
+
+
+class _Trying(Generic[EventT]):
+    """``with holders.trying(guard) as attempt:`` around the guard's ``with``: :meth:`BatchHolders.begin` and
+    :meth:`BatchHolders.end` of ``guard``'s try, however the block is left (a ``BaseException`` or a cancellation
+    too: whoever waits on the record wakes).
+
+    A lock the guard's own enter met is kept as :attr:`conflict`, to wait for, and not raised; one met after the
+    enter was met by a guard nested in the body: the body failed, and it propagates.
+    """  # noqa: D205 - one sentence
+
+    __slots__ = ("conflict", "guard", "holders")
+
+    def __init__(self, holders: BatchHolders[EventT], guard: IdempotencyGuard) -> None:
+        self.holders, self.guard = holders, guard
         self.conflict: IdempotencyAlreadyInProgressError | None = None
 
-    def __enter__(self) -> _Attempt[EventT]:
-        self.holders.begin(self)
+    def __enter__(self) -> _Trying[EventT]:
+        self.holders.begin(self.guard)
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> bool:
-        entered = self.holders.end(self)
+        entered = self.holders.end(self.guard)
         if isinstance(exc, IdempotencyAlreadyInProgressError) and not entered:
             self.conflict = exc
             return True
@@ -102,14 +116,14 @@ class BatchHolders(Generic[EventT]):
         self._live: dict[int, _Attempt[EventT]] = {}  # tries under way, by id(guard): at most one per worker
         self._by_lease: dict[str, _Attempt[EventT]] = {}  # tries that took a lock, ended or not
 
-    def trying(self, guard: IdempotencyGuard) -> _Attempt[EventT]:
+    def trying(self, guard: IdempotencyGuard) -> _Trying[EventT]:
         """``guard``'s try, to enter (a ``with``) before the guard is entered."""
-        return _Attempt(self, guard)
+        return _Trying(self, guard)
 
-    def begin(self, attempt: _Attempt[EventT]) -> None:
-        """``attempt``'s guard is about to be entered."""
+    def begin(self, guard: IdempotencyGuard) -> None:
+        """``guard`` is about to be entered: a record meeting a lock on its key it does not know waits for it."""
         with self._mutex:
-            self._live[id(attempt.guard)] = attempt
+            self._live[id(guard)] = _Attempt(guard)
 
     def hold(self, guard: IdempotencyGuard) -> None:
         """``guard`` was entered (its body runs next): a record meeting its lock now knows it by its lease."""
@@ -122,13 +136,13 @@ class BatchHolders(Generic[EventT]):
             if attempt.decided_event is not None:
                 attempt.decided_event.set()
 
-    def end(self, attempt: _Attempt[EventT]) -> bool:
-        """``attempt`` ended (its lock committed or released, or never taken): wake whoever waits on it.
+    def end(self, guard: IdempotencyGuard) -> bool:
+        """``guard``'s try ended (its lock committed or released, or never taken): wake whoever waits on it.
 
         Returns whether it got past its enter: a lock met since was met in its body.
         """
         with self._mutex:
-            del self._live[id(attempt.guard)]
+            attempt = self._live.pop(id(guard))
             entered = attempt.decided
             attempt.decided = attempt.ended = True
             for event in (attempt.decided_event, attempt.ended_event):

@@ -207,9 +207,6 @@ class BatchRun:
             with self._lock:
                 self._busy -= 1
 
-    def _blocked(self, item: Item) -> Outcome | None:
-        return self._blocked_at(item, None if self._remaining is None else self._remaining())
-
     def _blocked_at(self, item: Item, left: int | None) -> Outcome | None:
         """Why ``item`` may not start with ``left`` ms before the deadline (``None``: no deadline known), if so."""
         # Read without the lock: a flag or a set member written by another group's worker may be seen a
@@ -221,14 +218,6 @@ class BatchRun:
         if left is not None and left < self.settings.deadline_margin_ms:
             return Outcome.DEFERRED
         return None
-
-    def _skipped(self, item: Item) -> bool:
-        """Whether ``item`` must not run (its group or batch failed, or the deadline is near): then it failed."""
-        blocked = self._blocked(item)
-        if blocked is None:
-            return False
-        self._fail(item, blocked, None)  # not run: later records of its group (or batch) must not overtake it
-        return True
 
     def _guard(self, item: Item, left: int | None = None) -> IdempotencyGuard:
         """``item``'s guard: the processor's store and config, or an ``@idempotent_function``'s own, or none.

@@ -15,7 +15,7 @@ import threading
 import time
 
 import pytest
-from events import kafka_event, kafka_failures, kafka_record, kinesis_record
+from events import kafka_event, kafka_failures, kafka_record, kinesis_record, sqs_event, sqs_record
 from fakes import FakeClock, FakeContext, run_stepped
 
 from consumer import (
@@ -535,3 +535,45 @@ def test_an_async_copy_does_not_hold_up_groups_waiting_for_a_worker(store):
     got = outcomes(processor)
     assert sorted([got["orders-0@0"], got["orders-1@100"]]) == ["in_progress", "processed"]
     assert sorted(ran) == [200, 300]
+
+
+@pytest.mark.parametrize("order", ["a", None], ids=["guarded", "unguarded"])
+def test_an_async_record_begun_before_records_ran_at_once_fails_on_a_lock_its_body_meets(store, order):
+    # Record "first" starts while one task runs the batch; its body suspends, which calls in a second worker, and
+    # only then are the batch's tries tracked (its own as one still entering its guard). Record "holder" holds
+    # order "b" meanwhile, and the first one's body opens a guard of its own on "b": met in its body, that lock
+    # fails it, once. Taken for a lock its enter met, it would be waited for and the body run again: only the
+    # task's own account knows its body had started, guarded or not.
+    config = IdempotencyConfig(event_key_jmespath="powertools_json(body).order", raise_on_no_idempotency_key=False)
+    holder = sqs_record("holder", {"order": "b"})
+    ran: list[str] = []
+    holding, met = asyncio.Event(), asyncio.Event()
+
+    async def handler(record):
+        ran.append(record.message_id)
+        if record.message_id == "holder":
+            holding.set()
+            await met.wait()
+            return "held"
+        await holding.wait()
+        try:
+            async with IdempotencyGuard(holder, store=store, config=config):
+                pass
+        finally:
+            met.set()
+        return "ran"
+
+    async def main():
+        processor = AsyncBatchProcessor(
+            EventType.SQS, store=store, config=config, max_concurrency=2, raise_on_entire_batch_failure=False
+        )
+        event = sqs_event(sqs_record("first", {} if order is None else {"order": order}), holder)
+        return await processor.process(event, handler, FakeContext(remaining_ms=60_000)), processor
+
+    response, processor = asyncio.run(asyncio.wait_for(main(), WAIT_S))
+    assert response == {"batchItemFailures": [{"itemIdentifier": "first"}]}
+    assert {item.item_id: item.outcome for item in processor.items} == {
+        "first": Outcome.IN_PROGRESS,
+        "holder": Outcome.PROCESSED,
+    }
+    assert sorted(ran) == ["first", "holder"]  # each body once
