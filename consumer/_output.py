@@ -3,6 +3,7 @@ that a decorated function's declaration or return annotation calls for."""  # no
 
 from __future__ import annotations
 
+import collections.abc
 import contextlib
 import dataclasses
 import datetime as dt
@@ -13,7 +14,12 @@ import math
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from consumer._errors import IdempotencyModelTypeError, IdempotencyNoSerializationModelError, ResponseDecodeError
+from consumer._errors import (
+    IdempotencyConfigError,
+    IdempotencyModelTypeError,
+    IdempotencyNoSerializationModelError,
+    ResponseDecodeError,
+)
 from consumer._reports import log_committed_without_response
 from consumer._serde import ResultEncodingError, _b64, decode_result, encode_result
 from persistence import MAX_ITEM_BYTES, IdempotencyRecord, ItemTooLargeError
@@ -22,6 +28,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from consumer._context import LambdaContext
+    from consumer.config import ResponseHook
     from consumer.serialization import BaseIdempotencyModelSerializer, BaseIdempotencySerializer
 
 logger = logging.getLogger("idempotent_consumer")
@@ -142,6 +149,27 @@ class HookRecord(IdempotencyRecord):
     def response_json_as_dict(self) -> Any:
         """The response as plain JSON values, as Powertools parses its ``response_data``; ``None`` when none."""
         return None if self.response is None else json_value(decode_result(self.response))
+
+
+def hooked_response(hook: ResponseHook, response: Any, record: IdempotencyRecord) -> Any:
+    """What ``hook`` makes of a replayed ``response``: the replay.
+
+    Raises:
+        IdempotencyConfigError: The hook returned an awaitable (a plain ``def`` returning a coroutine): the replay
+            would be that awaitable, never awaited. The ``async def`` hooks are refused when the config is built.
+    """
+    hooked = hook(response, HookRecord.of(record))
+    if isinstance(hooked, collections.abc.Awaitable):
+        close = getattr(hooked, "close", None)
+        if close is not None:
+            close()  # a coroutine dropped unawaited would warn of itself, not of the hook
+        msg = (
+            f"response_hook {getattr(hook, '__qualname__', hook)!r} returned {type(hooked).__name__}, an awaitable, "
+            f"for the duplicate of {record.key!r}: it is called as hook(response, record) in sync and async code "
+            "alike, and what it returns is the replay; return the value itself"
+        )
+        raise IdempotencyConfigError(msg, key=record.key, existing_record=record)
+    return hooked
 
 
 def json_value(value: Any) -> Any:

@@ -12,7 +12,7 @@ from consumer._errors import (
     InvalidResultError,
     NestedReplayError,
 )
-from consumer._output import HookRecord, decode_output, unstored
+from consumer._output import decode_output, hooked_response, unstored
 from consumer._reports import hold, idempotency_disabled, in_progress_error, let_go, release_failure, warn_unguarded
 from consumer._result import (
     PLAIN_RESULTS,
@@ -275,7 +275,7 @@ class IdempotencyGuard:
             self._cache.put(record, read_at_ms)
         response = decode_output(record, self.output_serializer)
         if self.config.response_hook is not None:
-            response = self.config.response_hook(response, HookRecord.of(record))
+            response = hooked_response(self.config.response_hook, response, record)
         raise AlreadyProcessed(record.key, response, record)
 
     def __exit__(

@@ -164,11 +164,8 @@ class AsyncBatchRun(BatchRun):
     async def _arun_item(self, item: Item, number: int) -> None:
         retried: set[str] | None = None  # the leases of this batch's records it tried again after (on a conflict)
         while True:  # checked again before a retry: the batch may have stopped meanwhile
-            # Read once: for the deadline-margin check and the lock deadline the record's guard takes.
-            left = None if self._remaining is None else self._remaining()
-            blocked = self._blocked_at(item, left)
-            if blocked is not None:
-                self._fail(item, blocked, None)  # not run: later records of its group (or batch) must not overtake it
+            may_start, left = self._may_start(item)
+            if not may_start:
                 return
             try:
                 guard = self._in_flight[number] = self._guard(item, left)

@@ -207,17 +207,24 @@ class BatchRun:
             with self._lock:
                 self._busy -= 1
 
-    def _blocked_at(self, item: Item, left: int | None) -> Outcome | None:
-        """Why ``item`` may not start with ``left`` ms before the deadline (``None``: no deadline known), if so."""
+    def _may_start(self, item: Item) -> tuple[bool, int | None]:
+        """Whether ``item`` may start now, and the remaining time read once for it (``None``: no deadline known).
+
+        That one reading serves the deadline-margin check here and the lock deadline of the record's guard. A record
+        that may not start is failed here, not run: later records of its group (or batch) must not overtake it.
+        """
+        left = None if self._remaining is None else self._remaining()
         # Read without the lock: a flag or a set member written by another group's worker may be seen a
         # record late either way; a group's own failure is written by the thread that reads it.
         if self._stopped or (item.group is not None and item.group in self._failed_groups):
-            return Outcome.SKIPPED
+            self._fail(item, Outcome.SKIPPED, None)
+            return False, left
         # Exactly the margin left still starts the record: the margin is what a record may not go below.
         # Negative remaining time is below any margin: no clamp needed here.
         if left is not None and left < self.settings.deadline_margin_ms:
-            return Outcome.DEFERRED
-        return None
+            self._fail(item, Outcome.DEFERRED, None)
+            return False, left
+        return True, left
 
     def _guard(self, item: Item, left: int | None = None) -> IdempotencyGuard:
         """``item``'s guard: the processor's store and config, or an ``@idempotent_function``'s own, or none.
@@ -253,11 +260,8 @@ class BatchRun:
     def _run_item(self, item: Item) -> None:
         retried: set[str] | None = None  # the leases of this batch's records it tried again after (on a conflict)
         while True:  # checked again before a retry: the batch may have stopped meanwhile
-            # Read once: for the deadline-margin check and the lock deadline the record's guard takes.
-            left = None if self._remaining is None else self._remaining()
-            blocked = self._blocked_at(item, left)
-            if blocked is not None:
-                self._fail(item, blocked, None)  # not run: later records of its group (or batch) must not overtake it
+            may_start, left = self._may_start(item)
+            if not may_start:
                 return
             g = None
             try:

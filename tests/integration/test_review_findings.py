@@ -7,10 +7,13 @@ from a committed record. Each test names the ending it defends.
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import re
 import threading
+import warnings
 
 import pytest
+from events import sqs_event, sqs_record
 from fakes import FakeClock, FakeContext
 from jmespath import functions
 from stores import StoreFactory
@@ -359,6 +362,55 @@ def test_a_plain_response_hook_shapes_the_replay_of_an_async_function(tmp_path):
         return [await charge(order={"id": 1}), await charge(order={"id": 1})]
 
     assert asyncio.run(twice()) == [{"charged": 1}, {"hooked": {"charged": 1}}]
+
+
+def test_a_plain_response_hook_that_returns_a_coroutine_fails_the_duplicate_naming_it(tmp_path):
+    # A plain def cannot be told from its definition to return a coroutine: the replay would have been that
+    # coroutine, never awaited (a sync caller of a duplicate got it instead of the stored result). The duplicate
+    # fails instead, naming the hook and the key; the body ran once, and no "never awaited" warning is left.
+    async def stamp(response):
+        return {"hooked": response}
+
+    def hook(response, _record):
+        return stamp(response)
+
+    ran = []
+    config = IdempotencyConfig(event_key_jmespath="id", response_hook=hook)
+
+    @idempotent_function(
+        data_keyword_argument="order", store=SQLitePersistenceLayer(tmp_path / "s.sqlite3"), config=config
+    )
+    def charge(order):
+        ran.append(order["id"])
+        return {"charged": order["id"]}
+
+    assert charge(order={"id": 1}) == {"charged": 1}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an unawaited coroutine's RuntimeWarning would fail here
+        with pytest.raises(
+            IdempotencyConfigError, match=r"^response_hook '.*hook' returned coroutine, an awaitable"
+        ) as failed:
+            charge(order={"id": 1})
+        gc.collect()
+    assert failed.value.key is not None
+    assert failed.value.key in str(failed.value)
+    assert ran == [1]
+
+    # In a batch, the duplicate is reported for a retry (not replayed as a coroutine, not run again).
+    processor = BatchProcessor(
+        EventType.SQS, store=InMemoryPersistenceLayer(), config=IdempotencyConfig(response_hook=hook)
+    )
+    bodies = []
+    first, second = (
+        sqs_event(sqs_record("m-1", {"n": 1})),
+        sqs_event(sqs_record("m-1", {"n": 1}), sqs_record("m-2", {})),
+    )
+    assert process_partial_response(first, lambda r: bodies.append(r.message_id), processor) == {
+        "batchItemFailures": []
+    }
+    response = process_partial_response(second, lambda r: bodies.append(r.message_id), processor)
+    assert response == {"batchItemFailures": [{"itemIdentifier": "m-1"}]}
+    assert bodies == ["m-1", "m-2"]
 
 
 # -- the cut-over's payload= as async def: no Powertools key, so every record ran ----------------------------------
