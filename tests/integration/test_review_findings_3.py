@@ -95,6 +95,34 @@ def test_a_thread_started_with_a_copy_of_the_context_no_longer_sees_an_invocatio
 # -- the stream records made on first use: `from consumer.sources import *` no longer gave them --------------------
 
 
+def test_an_invocation_closed_by_another_thread_leaves_the_one_open_around_it_current():
+    # The handler's thread opened an outer invocation and one inside it; a thread of its own closes the inner one
+    # while another invocation runs in the process (a local server): the handler's thread sees its outer context
+    # again, not none (two invocations running make a bare fallback ambiguous).
+    outer_context = FakeContext(aws_request_id="outer")
+    other_opened, other_may_close, closed = threading.Event(), threading.Event(), threading.Event()
+
+    def other_invocation():
+        with register_lambda_context(FakeContext(aws_request_id="other")):
+            other_opened.set()
+            other_may_close.wait(10)
+
+    other = threading.Thread(target=other_invocation)
+    other.start()
+    try:
+        assert other_opened.wait(10)
+        with register_lambda_context(outer_context):
+            inner = register_lambda_context(FakeContext(aws_request_id="inner"))
+            closer = threading.Thread(target=lambda: (inner.close(), closed.set()))
+            closer.start()
+            closer.join(10)
+            assert closed.is_set()
+            assert current_lambda_context() is outer_context
+    finally:
+        other_may_close.set()
+        other.join(10)
+
+
 def test_a_star_import_of_the_sources_still_gives_the_stream_records():
     """No ending at stake: the API. ``KinesisRecord`` and ``DynamoDBStreamRecord`` became names made on first use
     (PEP 562); ``consumer.sources`` had no ``__all__``, so a star import took its globals, which no longer held them
