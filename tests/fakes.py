@@ -1,16 +1,21 @@
-"""An injectable clock, an event loop whose clock the test moves, a Lambda context, and a store that counts its
-calls."""
+"""An injectable clock, an event loop whose clock the test moves, a Lambda context, a store that counts its
+calls, and one that signals when an acquire meets a live lock."""
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import threading
 import uuid
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from records import NOW_S
+
+from persistence import RecordStatus
+
+WAIT_S = 5  # what a barrier waits at most: long enough never to be reached on a good run
 
 
 @dataclass
@@ -101,3 +106,38 @@ class CountingStore:
             return attr(*args, **kwargs)
 
         return counted
+
+
+class MeetingStore:
+    """A store that counts the acquires that met a live lock (another record's); ``met(n)`` waits for ``n``."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.meetings, self._changed = inner, 0, threading.Condition()
+        self.blocking = getattr(inner, "blocking", True)  # the in-memory store is called on the loop, as it is
+
+    def met(self, count: int = 1) -> bool:
+        with self._changed:
+            return self._changed.wait_for(lambda: self.meetings >= count, WAIT_S)
+
+    def acquire(self, record, now_ms):
+        existing = self.inner.acquire(record, now_ms)
+        if existing is not None and existing.status is RecordStatus.IN_PROGRESS:
+            with self._changed:
+                self.meetings += 1
+                self._changed.notify_all()
+        return existing
+
+    def complete(self, record):
+        self.inner.complete(record)
+
+    def release(self, record):
+        self.inner.release(record)
+
+    def get(self, key):
+        return self.inner.get(key)
+
+    def delete(self, key):
+        return self.inner.delete(key)
+
+    def scan(self, status=None, limit=None):
+        return self.inner.scan(status, limit)

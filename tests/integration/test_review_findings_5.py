@@ -14,11 +14,10 @@ from __future__ import annotations
 import asyncio
 import collections
 import random
-import threading
 
 import pytest
 from events import ddb_record, kinesis_record, sqs_event, sqs_record
-from fakes import FakeContext, run_stepped
+from fakes import WAIT_S, FakeContext, MeetingStore, run_stepped
 
 from consumer import (
     AsyncBatchProcessor,
@@ -29,45 +28,9 @@ from consumer import (
     async_process_partial_response,
     idempotent_function,
 )
-from persistence import InMemoryPersistenceLayer, RecordStatus, SQLitePersistenceLayer
+from persistence import InMemoryPersistenceLayer, SQLitePersistenceLayer
 
-WAIT_S = 5  # what a barrier waits at most: never reached on a good run
 BY_ORDER = IdempotencyConfig(event_key_jmespath="powertools_json(body).order")
-
-
-class MeetingStore:
-    """A store counting the acquires that met a live lock; ``met(n)`` (in a thread) waits for ``n`` of them."""
-
-    def __init__(self, inner) -> None:
-        self.inner, self.meetings, self._changed = inner, 0, threading.Condition()
-        self.blocking = getattr(inner, "blocking", True)
-
-    def met(self, count: int = 1) -> bool:
-        with self._changed:
-            return self._changed.wait_for(lambda: self.meetings >= count, WAIT_S)
-
-    def acquire(self, record, now_ms):
-        existing = self.inner.acquire(record, now_ms)
-        if existing is not None and existing.status is RecordStatus.IN_PROGRESS:
-            with self._changed:
-                self.meetings += 1
-                self._changed.notify_all()
-        return existing
-
-    def complete(self, record):
-        self.inner.complete(record)
-
-    def release(self, record):
-        self.inner.release(record)
-
-    def get(self, key):
-        return self.inner.get(key)
-
-    def delete(self, key):
-        return self.inner.delete(key)
-
-    def scan(self, status=None, limit=None):
-        return self.inner.scan(status, limit)
 
 
 @pytest.fixture(params=["memory", "sqlite"])

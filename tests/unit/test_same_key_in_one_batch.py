@@ -16,7 +16,7 @@ import time
 
 import pytest
 from events import kafka_event, kafka_failures, kafka_record, kinesis_record, sqs_event, sqs_record
-from fakes import FakeClock, FakeContext, run_stepped
+from fakes import WAIT_S, FakeClock, FakeContext, MeetingStore, run_stepped
 
 from consumer import (
     AsyncBatchProcessor,
@@ -27,45 +27,9 @@ from consumer import (
     IdempotencyGuard,
     Outcome,
 )
-from persistence import InMemoryPersistenceLayer, RecordStatus, SQLitePersistenceLayer
+from persistence import InMemoryPersistenceLayer, SQLitePersistenceLayer
 
 HEADER = IdempotencyConfig(key_header="Idempotency-Key")
-WAIT_S = 5  # what a holder waits for the other record to meet its lock: long enough never to be reached
-
-
-class MeetingStore:
-    """A store that counts the acquires that met a live lock (another record's); ``met(n)`` waits for ``n``."""
-
-    def __init__(self, inner) -> None:
-        self.inner, self.meetings, self._changed = inner, 0, threading.Condition()
-        self.blocking = getattr(inner, "blocking", True)  # the in-memory store is called on the loop, as it is
-
-    def met(self, count: int = 1) -> bool:
-        with self._changed:
-            return self._changed.wait_for(lambda: self.meetings >= count, WAIT_S)
-
-    def acquire(self, record, now_ms):
-        existing = self.inner.acquire(record, now_ms)
-        if existing is not None and existing.status is RecordStatus.IN_PROGRESS:
-            with self._changed:
-                self.meetings += 1
-                self._changed.notify_all()
-        return existing
-
-    def complete(self, record):
-        self.inner.complete(record)
-
-    def release(self, record):
-        self.inner.release(record)
-
-    def get(self, key):
-        return self.inner.get(key)
-
-    def delete(self, key):
-        return self.inner.delete(key)
-
-    def scan(self, status=None, limit=None):
-        return self.inner.scan(status, limit)
 
 
 @pytest.fixture(params=["memory", "sqlite"])
