@@ -247,17 +247,13 @@ def idempotency_disabled() -> bool:
     """
     # Read on every call (a test sets the variables between invocations); an unset one is the common case, where
     # os.environ raises KeyError inside itself: caught here once, not a second time by Mapping.get.
-    environ, variable = os.environ, DISABLED_VARIABLE
-    try:
-        value = environ[variable].strip().lower()
-    except KeyError:
-        value = ""
-    if not value:
-        variable = POWERTOOLS_DISABLED_VARIABLE
+    for variable in (DISABLED_VARIABLE, POWERTOOLS_DISABLED_VARIABLE):  # the first one set decides
         try:
-            value = environ[variable].strip().lower()
+            value = os.environ[variable].strip().lower()
         except KeyError:
             value = ""
+        if value:
+            break
     if value in _FALSE:
         return False
     if value in _TRUE:

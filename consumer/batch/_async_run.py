@@ -212,15 +212,13 @@ class AsyncBatchRun(BatchRun):
                 async with guard:
                     entered = True
                     await self._abody(item, guard)
-        except BaseException as e:  # however the try ends, whoever waits on the record wakes
-            if self._holders is None:
-                raise
-            self._holders.end(guard)
-            if entered or not isinstance(e, IdempotencyAlreadyInProgressError):
+        except IdempotencyAlreadyInProgressError as e:
+            if entered or self._holders is None:
                 raise
             return e
-        if self._holders is not None:
-            self._holders.end(guard)
+        finally:  # however the try ends, whoever waits on the record wakes
+            if self._holders is not None:
+                self._holders.end(guard)
         return None
 
     async def _abody(self, item: Item, guard: IdempotencyGuard) -> None:
